@@ -1,0 +1,1 @@
+"""Input formats → kb records. Each module knows one format and nothing about advice."""

@@ -1,0 +1,162 @@
+"""Measured gains as engineers write them in notes: `880 → 3,740 tok/s`,
+`from 806 to 3740 tok/s`, `4.25x`, `+44% throughput`, `-30% TTFT`, and
+before/after tables."""
+
+from __future__ import annotations
+
+import re
+
+from kb.records import Gain
+from kb import vocab
+
+NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+UNIT = r"tok/s|tokens/s|tokens/sec|tok/sec|t/s|tps|req/s|ms|s|%|GB/s|GB|x"
+ARROW = re.compile(
+    rf"(?:from\s+)?(?P<a>{NUM})\s*(?P<ua>{UNIT})?\s*(?:→|->|=>|⟶|➜|\bto\b)\s*~?(?P<b>{NUM})\s*(?P<ub>{UNIT})?(?![\w/])",
+    re.I,
+)
+RATIO = re.compile(rf"(?<![\w.])(?P<r>{NUM})\s*[x×](?![\w])", re.I)
+PERCENT = re.compile(rf"(?<![\w.])(?P<sign>[+\-−])\s?(?P<p>{NUM})\s?%", re.I)
+CONCURRENCY = re.compile(
+    r"(?:at\s+|@\s*)?(?:c\s*=\s*|concurrency\s*(?:of|=|:)?\s*|max[-_ ]concurrency\s*=?\s*|bs\s*=?\s*|batch(?: size)?\s*)(?P<a>\d+)\b"
+    r"|(?P<b>\d+)\s*(?:concurrency|concurrent|conc\b|parallel requests|users|streams)",
+    re.I,
+)
+_GAIN_WORDS = re.compile(r"faster|speed|throughput|higher|better|improv|gain|boost|more|tok/s|lower|less|slower|ttft|tpot|itl", re.I)
+
+
+def _f(s: str) -> float:
+    return float(s.replace(",", ""))
+
+
+def metric_name(context: str, unit: str | None) -> str:
+    """A metric name from the words around a number and its unit."""
+    low = context.lower()
+    if "ttft" in low or "first token" in low:
+        return "TTFT"
+    if "tpot" in low or "per output token" in low:
+        return "TPOT"
+    if "itl" in low or "inter-token" in low or "inter token" in low:
+        return "ITL"
+    if re.search(r"single[- ]?(?:stream|user|request)|bs\s*=?\s*1\b|batch 1\b|c\s*=\s*1\b", low):
+        return "single-stream decode"
+    if "output" in low or "decode" in low or "gen throughput" in low:
+        return "output throughput"
+    if "req/s" in (unit or "").lower() or "request throughput" in low:
+        return "request throughput"
+    if "latency" in low:
+        return "E2E latency"
+    if "p2p" in low or "bandwidth" in low or (unit or "").lower() == "gb/s":
+        return "P2P bandwidth"
+    return "total throughput"
+
+
+def _concurrency_near(text: str) -> int | None:
+    m = CONCURRENCY.search(text)
+    if not m:
+        return None
+    return int(m.group("a") or m.group("b"))
+
+
+def _clause(text: str, start: int, end: int) -> str:
+    """The clause around a match: metric words are usually just before it."""
+    left = re.split(r"[;\n|]|\.\s", text[:start])[-1]
+    right = re.split(r"[;\n|,]|\.\s", text[end:])[0]
+    return left[-60:] + " " + right[:40]
+
+
+def from_text(text: str) -> list[Gain]:
+    gains: list[Gain] = []
+    taken: list[tuple[int, int]] = []
+    for m in ARROW.finditer(text):
+        unit = m.group("ub") or m.group("ua")
+        if unit and unit.lower() == "x":
+            continue
+        clause = _clause(text, m.start(), m.end())
+        if not unit and not re.search(r"tok|throughput|ttft|tpot|itl|latency|req", clause, re.I):
+            continue  # "TP4 -> 8" is not a measurement
+        a, b = _f(m.group("a")), _f(m.group("b"))
+        if a == b:
+            continue
+        gains.append(Gain(metric=metric_name(clause, unit), before=a, after=b, unit=_unit(unit, clause),
+                          concurrency=_concurrency_near(text)))
+        taken.append(m.span())
+    for m in RATIO.finditer(text):
+        if any(s <= m.start() < e for s, e in taken):
+            continue
+        tail = text[m.end(): m.end() + 24]
+        if vocab.GPU_MENTION.match(tail.strip()) or re.match(r"\s*(?:gpus?|cards|nodes?)\b", tail, re.I):
+            continue  # "8x H200", "2x GPUs"
+        r = _f(m.group("r"))
+        clause = _clause(text, m.start(), m.end())
+        if not (1 < r <= 100) or not ("." in m.group("r") or _GAIN_WORDS.search(clause)):
+            continue
+        gains.append(Gain(metric=metric_name(clause, None), before=1.0, after=r, unit="x",
+                          concurrency=_concurrency_near(text)))
+    for m in PERCENT.finditer(text):
+        clause = _clause(text, m.start(), m.end())
+        if not _GAIN_WORDS.search(clause):
+            continue
+        p = _f(m.group("p"))
+        sign = -1 if m.group("sign") in "-−" else 1
+        gains.append(Gain(metric=metric_name(clause, "%"), before=100.0, after=100.0 + sign * p, unit="%",
+                          concurrency=_concurrency_near(text)))
+    return gains
+
+
+def _unit(unit: str | None, clause: str) -> str | None:
+    if unit:
+        u = unit.lower()
+        return {"tokens/s": "tok/s", "tokens/sec": "tok/s", "tok/sec": "tok/s", "t/s": "tok/s", "tps": "tok/s",
+                "gb/s": "GB/s", "gb": "GB"}.get(u, u)
+    return "tok/s" if re.search(r"tok|throughput", clause, re.I) else None
+
+
+def from_texts(texts: list[str]) -> list[Gain]:
+    return [g for t in texts for g in from_text(t)]
+
+
+BEFORE = re.compile(r"^(?:before|baseline|old|default|orig(?:inal)?|stock|untuned|without)\b", re.I)
+AFTER = re.compile(r"^(?:after|new|tuned|optimi[sz]ed|with|fixed|final|best)\b", re.I)
+
+
+def from_tables(tables: list[tuple[list[str], list[list[str]]]]) -> list[Gain]:
+    """Gains from tables that have before/after columns, or cells with arrows."""
+    gains: list[Gain] = []
+    for header, rows in tables:
+        low = [h.strip() for h in header]
+        bi = next((i for i, h in enumerate(low) if BEFORE.search(h)), None)
+        ai = next((i for i, h in enumerate(low) if AFTER.search(h)), None)
+        ci = next((i for i, h in enumerate(low) if re.search(r"concurren|^c$|^bs$|batch", h, re.I)), None)
+        for cells in rows:
+            conc = _cell_int(cells, ci)
+            label = " ".join(c for i, c in enumerate(cells) if i not in (bi, ai, ci) and not re.fullmatch(rf"[\s~]*({NUM})?\s*", c))
+            if bi is not None and ai is not None and max(bi, ai) < len(cells):
+                a, b = _cell_num(cells[bi]), _cell_num(cells[ai])
+                if a is not None and b is not None:
+                    ctx_words = f"{label} {header[bi]}"
+                    unit = _cell_unit(cells[bi]) or _cell_unit(" ".join(header))
+                    gains.append(Gain(metric=metric_name(ctx_words, unit), before=a, after=b,
+                                      unit=_unit(unit, ctx_words), concurrency=conc))
+                continue
+            for i, cell in enumerate(cells):
+                for g in from_text(f"{header[i] if i < len(header) else ''} {label} {cell}"):
+                    gains.append(g if g.concurrency else g.model_copy(update={"concurrency": conc}))
+    return gains
+
+
+def _cell_num(cell: str) -> float | None:
+    m = re.search(NUM, cell)
+    return _f(m.group(0)) if m else None
+
+
+def _cell_int(cells: list[str], i: int | None) -> int | None:
+    if i is None or i >= len(cells):
+        return None
+    v = _cell_num(cells[i])
+    return int(v) if v is not None else None
+
+
+def _cell_unit(text: str) -> str | None:
+    m = re.search(rf"({UNIT})(?![\w])", text.replace(" ", ""), re.I)
+    return m.group(1) if m and m.group(1).lower() != "x" else None

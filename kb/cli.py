@@ -1,0 +1,131 @@
+"""The `kb` command line. Each command parses its options, calls one library
+function, and turns kb's errors into one clear line and exit code 1 (usage errors
+exit 2, from typer). Heavy modules are imported inside the commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from kb.errors import KbError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="kb: a tuning knowledge base for LLM inference servers (sglang, vLLM).")
+
+_state: dict = {"home": None}
+
+
+@app.callback()
+def _main(kb_dir: Optional[Path] = typer.Option(None, "--kb-dir", envvar="KB_HOME",
+                                                 help="Knowledge-base directory (default: $XDG_DATA_HOME/kb).")):
+    _state["home"] = kb_dir
+
+
+def _store():
+    from kb.store import Store
+
+    return Store(_state["home"])
+
+
+def _loader():
+    from ingest.detect import load_findings
+
+    return load_findings
+
+
+def _echo_json(obj) -> None:
+    typer.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+@app.command()
+def ingest(paths: List[Path] = typer.Argument(..., help="Markdown findings files or directories."),
+           report: bool = typer.Option(False, "--report", help="Show, per record, which fields were found and which are missing."),
+           as_json: bool = typer.Option(False, "--json")):
+    """Add files to the knowledge base (re-ingesting unchanged files does no work)."""
+    from ingest.detect import expand_paths
+
+    files = expand_paths(paths)
+    rep = _store().sync(_loader(), files)
+    asked = {str(p.resolve()) for p in files}
+    rows = [fr for fr in rep.files if fr.status != "unchanged" or _resolved(fr.path) in asked]
+    if as_json:
+        _echo_json({"files": [{"path": fr.path, "status": fr.status, "records": [_report_row(r) for r in fr.records]}
+                              for fr in rows]})
+        return
+    for fr in rows:
+        typer.echo(f"{fr.path}: {fr.status}" + (f", {len(fr.records)} records" if fr.records else ""))
+        if report:
+            for r in fr.records:
+                row = _report_row(r)
+                typer.echo(f"  {r.id} [{r.kind}] found: {', '.join(row['found']) or '-'}; missing: {', '.join(row['missing']) or '-'}")
+
+
+def _resolved(p: str) -> str:
+    return str(Path(p).resolve())
+
+
+def _report_row(r) -> dict:
+    missing = r.missing_fields()
+    fields = ["symptoms", "root_cause", "fix", "fix_classes", "commands", "gains", "sources", "context"]
+    return {"id": r.id, "kind": r.kind, "title": r.title, "found": [f for f in fields if f not in missing],
+            "missing": missing}
+
+
+@app.command()
+def reindex():
+    """Rebuild the index from every source file."""
+    rep = _store().reindex(_loader())
+    n = sum(len(f.records) for f in rep.files)
+    typer.echo(f"reindexed {len([f for f in rep.files if f.status != 'removed'])} files, {n} records")
+
+
+@app.command()
+def ask(question: str = typer.Argument(..., help="A question, as you would ask a colleague."),
+        limit: int = typer.Option(5, "--limit", "-n", min=1, max=50),
+        as_json: bool = typer.Option(False, "--json")):
+    """Answer from past findings: symptom, cause, fix, commands, measured gain, source."""
+    from kb import render
+    from kb.search import ask as do_ask
+
+    store = _store()
+    store.sync(_loader())
+    answers = do_ask(store.index_dir, question, limit)
+    if as_json:
+        _echo_json({"question": question, "answers": [
+            {"rank": i, "score": round(a.score, 3), **render.finding_json(a.finding)}
+            for i, a in enumerate(answers, 1)]})
+        return
+    if not answers:
+        typer.echo("no finding matches that question")
+        return
+    typer.echo("\n\n".join(render.finding_summary(a.finding, i) for i, a in enumerate(answers, 1)))
+
+
+@app.command()
+def show(finding_id: str = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")):
+    """Print one finding whole."""
+    from kb import index as kbindex
+    from kb import render
+    from kb.errors import NotFoundError
+
+    store = _store()
+    store.sync(_loader())
+    f = kbindex.get(store.index_dir, finding_id)
+    if f is None:
+        raise NotFoundError(f"no finding with id {finding_id!r} (try `kb ask`)")
+    typer.echo(json.dumps(render.finding_json(f), indent=2) if as_json else render.finding_full(f))
+
+
+def main() -> None:
+    try:
+        app()
+    except KbError as e:
+        typer.echo(f"kb: error: {e}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        typer.echo("kb: interrupted", err=True)
+        sys.exit(130)

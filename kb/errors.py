@@ -1,0 +1,36 @@
+"""kb's exception tree. Lower-level errors (Whoosh, pydantic, JSON, httpx, OS) are
+mapped to these where they enter, so the CLI can print one clear line.
+
+    KbError                      anything kb reports to the user (exit 1)
+    ├── InputError               a bad input file: names the file and, where known, the line
+    ├── NotFoundError            an id, path or model that does not exist
+    ├── IndexError_              the index could not be read or written
+    └── ServerError              a live server could not be reached or answered badly
+"""
+
+from __future__ import annotations
+
+
+class KbError(Exception):
+    """Base class: a problem kb explains to the user and exits 1 for."""
+
+
+class InputError(KbError):
+    def __init__(self, path: str, message: str, line: int | None = None):
+        self.path = str(path)
+        self.line = line
+        self.message = message
+        where = f"{self.path}:{line}" if line else self.path
+        super().__init__(f"{where}: {message}")
+
+
+class NotFoundError(KbError):
+    pass
+
+
+class IndexError_(KbError):
+    pass
+
+
+class ServerError(KbError):
+    pass

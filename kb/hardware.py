@@ -1,0 +1,113 @@
+"""GPU names → architecture and memory, through one table.
+
+The table is the single place that knows GPU facts; everything else (records,
+nvidia-smi parsing, rules, launch arithmetic) asks `lookup_gpu`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    name: str  # canonical name
+    arch: str  # SMxx for NVIDIA, gfxNNN for AMD
+    memory_gb: float  # usable HBM/GDDR as nvidia-smi / rocm-smi report it, in GB
+    vendor: str = "nvidia"
+    nvlink: bool = False  # sold in NVLink/NVSwitch (SXM/OAM) boards by default
+
+
+# Ordered: the first pattern that matches the normalised name wins, so specific
+# names (RTX PRO 6000, H100 NVL) come before generic ones (6000, H100).
+_GPUS: list[tuple[str, GpuSpec]] = [
+    (r"rtxpro6000|pro6000blackwell", GpuSpec("RTX PRO 6000 Blackwell", "SM120", 96)),
+    (r"rtx6000ada|6000ada", GpuSpec("RTX 6000 Ada", "SM89", 48)),
+    (r"rtxa6000|^a6000", GpuSpec("RTX A6000", "SM86", 48)),
+    (r"rtx5090|geforce5090|^5090", GpuSpec("RTX 5090", "SM120", 32)),
+    (r"rtx5080|^5080", GpuSpec("RTX 5080", "SM120", 16)),
+    (r"rtx4090|^4090", GpuSpec("RTX 4090", "SM89", 24)),
+    (r"rtx3090|^3090", GpuSpec("RTX 3090", "SM86", 24)),
+    (r"gb300", GpuSpec("GB300", "SM103", 288, nvlink=True)),
+    (r"gb200", GpuSpec("GB200", "SM100", 186, nvlink=True)),
+    (r"gb10|dgxspark", GpuSpec("GB10", "SM121", 128)),
+    (r"b300", GpuSpec("B300", "SM103", 288, nvlink=True)),
+    (r"b200", GpuSpec("B200", "SM100", 180, nvlink=True)),
+    (r"gh200", GpuSpec("GH200", "SM90", 96, nvlink=True)),
+    (r"h200nvl", GpuSpec("H200 NVL", "SM90", 141)),
+    (r"h200", GpuSpec("H200", "SM90", 141, nvlink=True)),
+    (r"h100nvl", GpuSpec("H100 NVL", "SM90", 94)),
+    (r"h100pcie", GpuSpec("H100 PCIe", "SM90", 80)),
+    (r"h100", GpuSpec("H100", "SM90", 80, nvlink=True)),
+    (r"h800", GpuSpec("H800", "SM90", 80, nvlink=True)),
+    (r"h20", GpuSpec("H20", "SM90", 96, nvlink=True)),
+    (r"l40s", GpuSpec("L40S", "SM89", 48)),
+    (r"l40", GpuSpec("L40", "SM89", 48)),
+    (r"^l4$|^l4\b|nvidial4|tesla l4|^l4(?!\d)", GpuSpec("L4", "SM89", 24)),
+    (r"a100.*40|a10040", GpuSpec("A100 40GB", "SM80", 40, nvlink=True)),
+    (r"a100", GpuSpec("A100", "SM80", 80, nvlink=True)),
+    (r"a800", GpuSpec("A800", "SM80", 80, nvlink=True)),
+    (r"a40", GpuSpec("A40", "SM86", 48)),
+    (r"a10g", GpuSpec("A10G", "SM86", 24)),
+    (r"a10", GpuSpec("A10", "SM86", 24)),
+    (r"v100", GpuSpec("V100", "SM70", 32, nvlink=True)),
+    (r"t4", GpuSpec("T4", "SM75", 16)),
+    (r"mi355", GpuSpec("MI355X", "gfx950", 288, vendor="amd", nvlink=True)),
+    (r"mi325", GpuSpec("MI325X", "gfx942", 256, vendor="amd", nvlink=True)),
+    (r"mi300a", GpuSpec("MI300A", "gfx942", 128, vendor="amd")),
+    (r"mi300", GpuSpec("MI300X", "gfx942", 192, vendor="amd", nvlink=True)),
+    (r"mi250", GpuSpec("MI250X", "gfx90a", 128, vendor="amd", nvlink=True)),
+]
+
+ARCH_NAMES = {
+    "SM70": "Volta", "SM75": "Turing", "SM80": "Ampere", "SM86": "Ampere",
+    "SM89": "Ada Lovelace", "SM90": "Hopper", "SM100": "Blackwell", "SM103": "Blackwell Ultra",
+    "SM120": "Blackwell (workstation/consumer)", "SM121": "Blackwell (GB10)",
+    "gfx90a": "CDNA2", "gfx942": "CDNA3", "gfx950": "CDNA4",
+}
+
+
+def _normalise(name: str) -> str:
+    s = name.lower()
+    s = re.sub(r"\b(nvidia|geforce|amd|instinct|tesla|server edition|workstation edition|max-q)\b", "", s)
+    s = re.sub(r"(\d+)\s*gb\b", r"\1", s)  # "A100 40GB" → "a100 40"
+    return re.sub(r"[\s_\-]+", "", s)
+
+
+def lookup_gpu(name: str | None) -> GpuSpec | None:
+    """The table entry for a GPU name as people or nvidia-smi write it, or None."""
+    if not name:
+        return None
+    norm = _normalise(name)
+    for pattern, spec in _GPUS:
+        if re.search(pattern, norm):
+            return spec
+    return None
+
+
+def gpu_arch(name: str | None) -> str | None:
+    spec = lookup_gpu(name)
+    return spec.arch if spec else None
+
+
+_SPEC = re.compile(
+    r"^\s*(?:(?P<n1>\d+)\s*[x×*]\s*)?(?P<name>.+?)(?:\s*[x×*]\s*(?P<n2>\d+))?\s*$", re.I
+)
+
+
+def parse_gpu_string(text: str) -> tuple[int, str, str | None]:
+    """'8x RTX PRO 6000 PCIe' → (8, 'RTX PRO 6000', 'PCIe'). Interconnect is None when unsaid."""
+    interconnect = None
+    t = text.strip()
+    m_ic = re.search(r"\b(pcie|nvlink|nvswitch|infiniband|ib)\b", t, re.I)
+    if m_ic:
+        word = m_ic.group(1).lower()
+        interconnect = "PCIe" if word == "pcie" else "NVLink"
+        # "H100 PCIe" names a product too: keep the word in the name for lookup.
+        if word != "pcie":
+            t = (t[: m_ic.start()] + t[m_ic.end():]).strip(" ,")
+    m = _SPEC.match(t)
+    count = int(m.group("n1") or m.group("n2") or 1) if m else 1
+    name = (m.group("name") if m else t).strip(" ,")
+    return count, name, interconnect

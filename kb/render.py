@@ -1,0 +1,74 @@
+"""Text and JSON views of records, shared by every command that prints findings."""
+
+from __future__ import annotations
+
+import textwrap
+
+from kb.records import Finding
+
+WIDTH = 100
+
+
+def context_line(f: Finding) -> str:
+    c = f.context
+    engine = " ".join(x for x in (c.engine, c.engine_version) if x)
+    gpu = ""
+    if c.gpu:
+        arch = c.arch()
+        gpu = f"{c.gpu_count}x {c.gpu}" if c.gpu_count else c.gpu
+        gpu += f" ({arch})" if arch else ""
+    model = " ".join(x for x in (c.model, c.quantization) if x)
+    return " · ".join(x for x in (engine, gpu, c.interconnect or "", model) if x)
+
+
+def _field(label: str, text: str, indent: int = 4) -> list[str]:
+    pad = " " * indent
+    head = f"{pad}{label:<9}"
+    return textwrap.wrap(" ".join(text.split()), WIDTH, initial_indent=head,
+                         subsequent_indent=" " * len(head), break_on_hyphens=False,
+                         break_long_words=False) or [head]
+
+
+def finding_summary(f: Finding, rank: int | None = None, max_commands: int = 2) -> str:
+    head = f"{rank}. " if rank is not None else ""
+    lines = [f"{head}{f.title}  [{f.id} · {f.kind} · confidence {f.confidence}]"]
+    ctx = context_line(f)
+    if ctx:
+        lines += _field("context", ctx)
+    if f.symptoms:
+        lines += _field("symptom", "; ".join(f.symptoms))
+    if f.root_cause:
+        lines += _field("cause", f.root_cause)
+    if f.fix:
+        lines += _field("fix", f.fix)
+    if not (f.symptoms or f.root_cause or f.fix) and f.body:
+        lines += _field("note", f.body[:400])
+    for cmd in f.commands[:max_commands]:
+        first, *rest = cmd.splitlines()
+        lines.append(f"    {'command':<9}{first}")
+        lines += [f"    {'':<9}{r}" for r in rest[:12]]
+    if len(f.commands) > max_commands:
+        lines.append(f"    {'':<9}(+{len(f.commands) - max_commands} more: kb show {f.id})")
+    g = f.best_gain()
+    if g:
+        lines += _field("gain", g.describe())
+    else:
+        lines += _field("gain", "no measured gain recorded")
+    if f.sources:
+        lines += _field("source", ", ".join(str(s) for s in f.sources[:3]))
+    return "\n".join(lines)
+
+
+def finding_full(f: Finding) -> str:
+    from ingest.markdown import render
+
+    return render(f)
+
+
+def finding_json(f: Finding) -> dict:
+    d = f.model_dump(mode="json")
+    d["context"]["gpu_arch"] = f.context.arch()
+    d["sources"] = [str(s) for s in f.sources]
+    for g, model in zip(d["gains"], f.gains):
+        g["ratio"] = round(model.ratio(), 3) if model.ratio() else None
+    return d

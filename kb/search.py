@@ -1,0 +1,39 @@
+"""`kb ask`: question understanding, BM25F retrieval, and a light re-rank.
+
+The re-rank prefers complete findings (a fix with commands and measured gains) over
+notes, and rewards a question's concepts matched across several fields — it never
+invents relevance the text search did not find.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kb import index as kbindex
+from kb.records import Finding
+from kb.textnorm import concepts, understand_query
+
+
+@dataclass
+class Answer:
+    finding: Finding
+    score: float
+
+
+def ask(index_dir: Path, question: str, limit: int = 5) -> list[Answer]:
+    text = understand_query(question)
+    hits = kbindex.search_terms(index_dir, text, limit=max(50, limit * 5))
+    wanted = set(concepts(text))
+    answers = []
+    for f, score in hits:
+        if f.kind == "note":
+            score *= 0.6
+        else:
+            score *= 1.0 + 0.1 * bool(f.commands) + 0.1 * bool(f.gains) + 0.05 * (f.confidence == "high")
+        if wanted:
+            have = set(concepts(" ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or ""])))
+            score *= 1.0 + 0.25 * len(wanted & have) / len(wanted)
+        answers.append(Answer(f, score))
+    answers.sort(key=lambda a: -a.score)
+    return answers[:limit]

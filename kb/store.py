@@ -1,0 +1,210 @@
+"""The knowledge base on disk: where it lives, which source files it was built from,
+and keeping the Whoosh index in step with them.
+
+Sources (markdown files) are the truth; the index and manifest are a cache that
+`reindex` can always rebuild. Sync is incremental: a file whose size, mtime or
+content hash is unchanged costs nothing; a changed file replaces exactly its own
+records; every file is parsed before anything is written, so a bad file leaves
+the index untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+from kb.errors import InputError, KbError
+from kb.records import Finding
+
+MANIFEST_VERSION = 1
+Loader = Callable[[Path, str], list[Finding]]
+
+
+def default_home() -> Path:
+    if os.environ.get("KB_HOME"):
+        return Path(os.environ["KB_HOME"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "kb"
+
+
+def shipped_findings_dir() -> Path | None:
+    """The findings shipped with kb: inside the wheel, or beside the package in a checkout."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "shipped_findings", here.parent / "findings"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def findings_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.glob("*.md") if p.name not in ("FORMAT.md", "README.md"))
+
+
+def display_path(p: Path) -> str:
+    """How a source file is cited: relative to the working directory or the shipped
+    findings' parent when it lies below them, else absolute."""
+    p = p.resolve()
+    roots = [Path.cwd()]
+    shipped = shipped_findings_dir()
+    if shipped:
+        roots.insert(0, shipped.parent)
+    for root in roots:
+        try:
+            rel = p.relative_to(root.resolve())
+            return str(rel) if not str(rel).startswith("shipped_findings") else "findings" + str(rel)[16:]
+        except ValueError:
+            continue
+    return str(p)
+
+
+def file_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class FileResult:
+    path: str
+    status: str  # "unchanged", "added", "updated", "removed"
+    records: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class SyncReport:
+    files: list[FileResult] = field(default_factory=list)
+
+    def changed(self) -> list[FileResult]:
+        return [f for f in self.files if f.status != "unchanged"]
+
+
+class Store:
+    """One knowledge base directory: `index/` (Whoosh) and `manifest.json`."""
+
+    def __init__(self, home: Path | None = None):
+        self.home = Path(home) if home else default_home()
+        self.index_dir = self.home / "index"
+        self.manifest_path = self.home / "manifest.json"
+        self.user_findings_dir = self.home / "findings"
+
+    # ------------------------------------------------------------ manifest
+    def manifest(self) -> dict:
+        try:
+            data = json.loads(self.manifest_path.read_text())
+            if data.get("version") == MANIFEST_VERSION:
+                return data
+        except (OSError, ValueError):
+            pass
+        return {"version": MANIFEST_VERSION, "sources": {}}
+
+    def _save_manifest(self, data: dict) -> None:
+        atomic_write(self.manifest_path, json.dumps(data, indent=1, sort_keys=True))
+
+    # ------------------------------------------------------------ sources
+    def auto_sources(self) -> list[Path]:
+        """Markdown files indexed without being asked: shipped findings, the user's
+        attached findings, and any KB_FINDINGS paths (os.pathsep-separated)."""
+        dirs = [d for d in (shipped_findings_dir(), self.user_findings_dir) if d and d.is_dir()]
+        files = [f for d in dirs for f in findings_files(d)]
+        for extra in filter(None, os.environ.get("KB_FINDINGS", "").split(os.pathsep)):
+            p = Path(extra).expanduser()
+            files.extend(findings_files(p) if p.is_dir() else [p] if p.is_file() else [])
+        return files
+
+    def pinned_sources(self) -> list[Path]:
+        """Files added by `kb ingest` (kept so `reindex` can rebuild from them)."""
+        return [Path(p) for p, e in self.manifest()["sources"].items() if e.get("pinned")]
+
+    # ------------------------------------------------------------ sync
+    def sync(self, load: Loader, paths: Iterable[Path] = (), force: bool = False) -> SyncReport:
+        """Bring the index in step with the auto sources, the pinned ones, and `paths`
+        (which become pinned). Parses every changed file first; writes only if all parse."""
+        from kb import index as kbindex
+
+        manifest = self.manifest()
+        known = manifest["sources"]
+        new_paths = {str(Path(p).resolve()) for p in paths}
+        wanted = {str(p.resolve()) for p in self.auto_sources()} | new_paths
+        wanted |= {p for p, e in known.items() if e.get("pinned") and Path(p).exists()}
+        if not kbindex.exists(self.index_dir):
+            force = True
+        report = SyncReport()
+        pending: list[tuple[str, dict, list[Finding]]] = []
+        for key in sorted(wanted):
+            p = Path(key)
+            entry = known.get(key)
+            try:
+                st = p.stat()
+            except OSError:
+                if key in new_paths:
+                    raise InputError(p, "no such file") from None
+                continue
+            if not force and entry and entry["size"] == st.st_size and entry["mtime_ns"] == st.st_mtime_ns:
+                report.files.append(FileResult(entry.get("display", key), "unchanged"))
+                continue
+            try:
+                data = p.read_bytes()
+            except OSError as e:
+                raise InputError(p, f"cannot be read ({e.strerror or e})") from None
+            digest = file_hash(data)
+            shown = display_path(p)
+            new_entry = {"hash": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "display": shown,
+                         "pinned": bool(key in new_paths or (entry or {}).get("pinned"))}
+            if not force and entry and entry["hash"] == digest:
+                known[key] = {**entry, **new_entry}  # touched, not changed
+                report.files.append(FileResult(shown, "unchanged"))
+                continue
+            records = load(p, shown)
+            pending.append((key, new_entry, records))
+            report.files.append(FileResult(shown, "updated" if entry else "added", records))
+        removed = [k for k in known if k not in wanted]
+        for key in removed:
+            report.files.append(FileResult(known[key].get("display", key), "removed"))
+        self._check_unique_ids(known, pending, removed)
+        if pending or removed or force:
+            kbindex.write(self.index_dir, pending, removed, rebuild=force)
+        for key in removed:
+            known.pop(key, None)
+        for key, entry, records in pending:
+            known[key] = {**entry, "ids": [r.id for r in records]}
+        self._save_manifest(manifest)
+        return report
+
+    def _check_unique_ids(self, known: dict, pending: list, removed: list[str]) -> None:
+        owner: dict[str, str] = {}
+        replaced = {k for k, _, _ in pending} | set(removed)
+        for key, entry in known.items():
+            if key not in replaced:
+                for fid in entry.get("ids", []):
+                    owner[fid] = entry.get("display", key)
+        for key, entry, records in pending:
+            for r in records:
+                if r.id in owner and owner[r.id] != entry["display"]:
+                    raise InputError(entry["display"], f"finding id {r.id!r} is already used in {owner[r.id]}")
+                owner[r.id] = entry["display"]
+
+    def reindex(self, load: Loader) -> SyncReport:
+        return self.sync(load, force=True)
+
+    def require_index(self) -> None:
+        from kb import index as kbindex
+
+        if not kbindex.exists(self.index_dir):
+            raise KbError(f"no index at {self.index_dir}: run `kb reindex`")

