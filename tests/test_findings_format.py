@@ -1,0 +1,106 @@
+"""The canonical findings format: write → read gives the same record; malformed
+values are errors naming the line."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from ingest.markdown import parse_findings, render
+from kb.errors import InputError
+from kb.records import Context, Finding, Gain, Source
+
+# words without the format's separators (";" splits symptoms, "," lists, "|" tables)
+word = st.text(alphabet=st.characters(whitelist_categories=("Lu", "Ll", "Nd"), whitelist_characters="-_./()+=~'\""),
+               min_size=1, max_size=12).filter(lambda w: not w.startswith(("-", "+", "=")) and not w.isdigit())
+phrase = st.lists(word, min_size=1, max_size=8).map(" ".join)
+slug = st.from_regex(r"[a-z0-9][a-z0-9-]{0,30}", fullmatch=True)
+num = st.one_of(st.none(), st.integers(0, 10**6).map(float), st.floats(0.01, 1e5, allow_nan=False).map(lambda x: round(x, 3)))
+command = st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=60)
+                   .map(str.strip).filter(lambda s: s and "`" not in s), min_size=1, max_size=3).map("\n".join)
+
+contexts = st.builds(
+    Context,
+    engine=st.one_of(st.none(), st.sampled_from(["sglang", "vllm"])),
+    engine_version=st.one_of(st.none(), st.from_regex(r"0\.[0-9]{1,2}\.[0-9]", fullmatch=True)),
+    gpu=st.one_of(st.none(), st.sampled_from(["H100", "RTX PRO 6000 Blackwell", "B200", "MI300X"])),
+    gpu_count=st.one_of(st.none(), st.integers(1, 64)),
+    interconnect=st.one_of(st.none(), st.sampled_from(["PCIe", "NVLink"])),
+    model=st.one_of(st.none(), word), model_family=st.one_of(st.none(), slug),
+    params_b=st.one_of(st.none(), st.sampled_from([7.0, 30.0, 70.0, 671.0, 744.0, 1000.0, 0.5])),
+    experts=st.one_of(st.none(), st.integers(2, 512)),
+    experts_per_token=st.one_of(st.none(), st.integers(1, 16)),
+    expert_intermediate_size=st.one_of(st.none(), st.integers(64, 8192)),
+    quantization=st.one_of(st.none(), st.sampled_from(["fp8", "nvfp4", "bf16"])),
+)
+gains = st.builds(Gain, metric=phrase, before=num, after=num,
+                  unit=st.one_of(st.none(), st.sampled_from(["tok/s", "ms", "x", "%"])),
+                  concurrency=st.one_of(st.none(), st.integers(1, 4096)), runs=st.one_of(st.none(), st.integers(1, 20)))
+sources = st.one_of(
+    st.builds(Source, url=st.from_regex(r"https://github\.com/[a-z]{1,8}/[a-z]{1,8}/issues/[0-9]{1,5}", fullmatch=True)),
+    st.builds(lambda p, a, n: Source(path=p, line_start=a, line_end=a + n),
+              st.from_regex(r"[a-z]{1,8}/[A-Z]{1,8}\.md", fullmatch=True), st.integers(1, 900), st.integers(0, 50)),
+)
+findings = st.builds(
+    Finding, id=slug, title=phrase, symptoms=st.lists(phrase, max_size=3), context=contexts,
+    root_cause=st.one_of(st.none(), phrase), fix=st.one_of(st.none(), phrase),
+    fix_classes=st.lists(slug, max_size=3), commands=st.lists(command, max_size=3), gains=st.lists(gains, max_size=3),
+    sources=st.lists(sources, min_size=1, max_size=3), confidence=st.sampled_from(["low", "medium", "high"]),
+    tags=st.lists(slug, max_size=3), body=st.one_of(st.just(""), phrase),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(findings)
+def test_write_then_read_gives_the_same_record(f):
+    text = "# Findings\n\n" + render(f)
+    (back,) = parse_findings(text, "t.md")
+    assert back == f
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(findings, min_size=2, max_size=5, unique_by=lambda f: f.id))
+def test_several_findings_in_one_file_round_trip(fs):
+    text = "# Findings\n\nintro paragraph.\n\n" + "\n".join(render(f) for f in fs)
+    assert parse_findings(text, "t.md") == fs
+
+
+GOOD = """# t
+
+## A finding
+
+- **ID:** a-finding
+- **Symptoms:** slow
+- **Confidence:** high
+- **Sources:** https://example.org/x
+
+| Metric | Before | After | Unit | Concurrency | Runs |
+|---|---|---|---|---|---|
+| total throughput | 880 | 3740 | tok/s | 256 | 1 |
+"""
+
+
+def test_gain_table_is_read():
+    (f,) = parse_findings(GOOD, "t.md")
+    assert f.gains[0].ratio() == pytest.approx(3740 / 880)
+    assert f.gains[0].concurrency == 256
+
+
+def test_broken_gains_table_names_the_line():
+    bad = GOOD.replace("| 880 |", "| lots |")
+    with pytest.raises(InputError) as e:
+        parse_findings(bad, "t.md")
+    assert e.value.line == 12 and "Before" in str(e.value)
+
+
+def test_bad_confidence_names_the_line():
+    with pytest.raises(InputError) as e:
+        parse_findings(GOOD.replace("**Confidence:** high", "**Confidence:** very"), "t.md")
+    assert e.value.line == 7
+
+
+def test_duplicate_id_in_a_file_is_an_error():
+    with pytest.raises(InputError, match="duplicate finding id"):
+        parse_findings(GOOD + "\n" + GOOD.split("\n", 2)[2], "t.md")
+
+
+def test_latency_gain_counts_lower_as_better():
+    assert Gain(metric="TTFT", before=1250, after=875, unit="ms").ratio() == pytest.approx(1250 / 875)

@@ -1,0 +1,104 @@
+"""Free-form FINDINGS.md (tests/data/markdown/messy_FINDINGS.md, what to expect in
+EXPECTED.md beside it): no section lost, commands, gains and context extracted."""
+
+import re
+
+import pytest
+
+from ingest.markdown import read_findings
+from conftest import DATA
+
+MESSY = DATA / "markdown" / "messy_FINDINGS.md"
+
+
+@pytest.fixture(scope="module")
+def records():
+    return read_findings(MESSY, "messy_FINDINGS.md")
+
+
+def by_title(records, fragment):
+    (r,) = [r for r in records if r.title.endswith(fragment)]
+    return r
+
+
+def heading_lines(text):
+    lines, fence = [], False
+    for i, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and re.match(r"#{1,6} ", line):
+            lines.append(i)
+    return lines
+
+
+def test_no_section_is_lost(records):
+    starts = [r.sources[0].line_start for r in records]
+    assert starts == heading_lines(MESSY.read_text())
+    assert len(records) == 14
+
+
+def test_every_record_cites_its_lines(records):
+    for r in records:
+        src = r.sources[0]
+        assert src.path == "messy_FINDINGS.md" and src.line_end >= src.line_start
+
+
+def test_commands_from_code_blocks_and_inline_code(records):
+    driver = by_title(records, "driver / cuInit error 3 (rtx box)")
+    assert any("uvm_disable_hmm=1" in c and "sudo modprobe nvidia_uvm" in c for c in driver.commands)
+    p2p = by_title(records, "VM -> LXC, P2P")
+    assert "nvidia-smi topo -m" in p2p.commands
+    assert any(c.startswith("export NCCL_P2P_LEVEL=SYS") for c in p2p.commands)
+    kimi = by_title(records, "Kimi K2 NVFP4 on 8x RTX PRO 6000 — sglang 0.5.2")
+    assert any("--tp-size 8" in c and c.startswith("python -m sglang.launch_server") for c in kimi.commands)
+    # the Decode batch log block is output, not a command; flag fragments are not commands
+    assert not any("Decode batch" in c for r in records for c in r.commands)
+    assert not any(c.strip() in ("--max-num-seqs 256", "--request-rate inf", "cuInit") for r in records for c in r.commands)
+
+
+def gain_tuples(r):
+    return {(g.metric, g.before, g.after, g.unit) for g in r.gains}
+
+
+def test_gains_from_arrows_ratios_percents_and_tables(records):
+    tldr = by_title(records, "TL;DR")
+    assert {("total throughput", 880, 3740, "tok/s"), ("TTFT", 1250, 875, "ms"),
+            ("total throughput", 2100, 3024, "tok/s"), ("total throughput", 1930, 2316, "tok/s")} <= gain_tuples(tldr)
+    moe = by_title(records, "MoE backend")
+    assert ("total throughput", 880, 2640, "tok/s") in gain_tuples(moe)
+    assert moe.gains[0].concurrency == 256
+    limits = by_title(records, "batch limits")
+    assert ("single-stream decode", 11, 27, "tok/s") in gain_tuples(limits)
+    assert ("total throughput", 2640, 3740, "tok/s") in gain_tuples(limits)
+    regression = by_title(records, "nccl env that did nothing")
+    assert regression.gains[0].ratio() < 1
+
+
+def test_setting_changes_and_log_counters_are_not_gains(records):
+    limits = by_title(records, "batch limits")
+    assert not any(g.before in (0.88, 128) for g in limits.gains)
+
+
+def test_context_from_mentions_and_parent_headings(records):
+    moe = by_title(records, "MoE backend")
+    assert (moe.context.engine, moe.context.engine_version) == ("sglang", "0.5.2")
+    assert moe.context.gpu == "RTX PRO 6000 Blackwell" and moe.context.arch() == "SM120"
+    assert moe.context.quantization == "nvfp4"
+    vllm = by_title(records, "vllm side")
+    assert (vllm.context.engine, vllm.context.engine_version) == ("vllm", "0.10.1")
+    assert vllm.context.gpu == "H200" and vllm.context.model == "DeepSeek-V3"
+    assert "expert-parallelism" in vllm.fix_classes
+
+
+def test_unclassifiable_sections_are_kept_as_searchable_notes(records):
+    todo = by_title(records, "TODO")
+    assert todo.kind == "note" and todo.body
+    broken = by_title(records, "quant comparison (half done, table is broken)")
+    assert "OOM" in broken.body and "INT4" in broken.body  # ragged rows kept
+
+
+def test_moe_and_batch_sections_are_findings_with_fix_classes(records):
+    assert "moe-runner-backend" in by_title(records, "MoE backend").fix_classes
+    limits = by_title(records, "batch limits")
+    assert limits.kind == "finding"
+    assert {"max-running-requests", "cuda-graph-max-bs"} <= set(limits.fix_classes)
