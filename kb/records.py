@@ -152,3 +152,167 @@ class Finding(BaseModel):
         if self.context.is_empty():
             missing.append("context")
         return missing
+
+
+# ---------------------------------------------------------------- run evidence
+
+
+class Where(BaseModel):
+    """The file and line a value came from."""
+
+    path: str
+    line: int | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" if self.line else self.path
+
+
+class BenchRun(BaseModel):
+    """One benchmark run at one load level (a concurrency or a request rate)."""
+
+    tool: str  # sglang-bench, vllm-bench, guidellm, genai-perf, aiperf, kb-sweep
+    backend: str | None = None  # the server engine the tool talked to, when it says
+    model: str | None = None
+    concurrency: int | None = None  # max concurrency (None = unbounded)
+    request_rate: float | None = None  # req/s; None or inf = all at once
+    num_prompts: int | None = None
+    completed: int | None = None
+    failed: int | None = None
+    duration_s: float | None = None
+    input_len: float | None = None  # mean input tokens per request
+    output_len: float | None = None  # mean output tokens per request
+    request_throughput: float | None = None
+    input_throughput: float | None = None
+    output_throughput: float | None = None
+    total_throughput: float | None = None
+    peak_output_throughput: float | None = None
+    peak_concurrency: float | None = None
+    ttft_ms: dict[str, float] = Field(default_factory=dict)  # mean, median, p90, p99, ...
+    tpot_ms: dict[str, float] = Field(default_factory=dict)
+    itl_ms: dict[str, float] = Field(default_factory=dict)
+    e2e_ms: dict[str, float] = Field(default_factory=dict)
+    accept_length: float | None = None
+    server_args: dict = Field(default_factory=dict)
+    engine_version: str | None = None
+    source: Where | None = None
+
+    def level(self) -> float:
+        """The load level used to order runs into a curve."""
+        if self.concurrency:
+            return float(self.concurrency)
+        if self.request_rate and self.request_rate != float("inf"):
+            return self.request_rate
+        return float(self.num_prompts or 0)
+
+    def throughput(self) -> float | None:
+        if self.total_throughput:
+            return self.total_throughput
+        if self.output_throughput and self.input_throughput is not None:
+            return self.output_throughput + self.input_throughput
+        return self.output_throughput
+
+
+class Sample(BaseModel):
+    """One periodic stats line of a server log (or one /metrics scrape)."""
+
+    line: int | None = None
+    time: str | None = None
+    kind: Literal["decode", "prefill", "stats"] = "stats"
+    running: int | None = None
+    queued: int | None = None
+    tokens: int | None = None
+    token_usage: float | None = None  # KV cache fraction in use, 0..1
+    gen_throughput: float | None = None
+    prompt_throughput: float | None = None
+    cuda_graph: bool | None = None
+    accept_len: float | None = None
+    prefix_hit_rate: float | None = None
+
+
+class Event(BaseModel):
+    """A notable one-off log line: retraction, preemption, MoE default config, OOM, ..."""
+
+    kind: str
+    where: Where
+    text: str
+    data: dict = Field(default_factory=dict)
+
+
+class ServerTrace(BaseModel):
+    """What a server log says: start-up facts, periodic samples, notable events.
+    `samples` is down-sampled for long logs; `stats` holds exact aggregates."""
+
+    engine: str
+    engine_version: str | None = None
+    source: str
+    startup: dict = Field(default_factory=dict)  # max_total_num_tokens, max_running_requests, cuda_graph_bs, ...
+    server_args: dict = Field(default_factory=dict)
+    samples: list[Sample] = Field(default_factory=list)
+    stats: dict = Field(default_factory=dict)  # counts and maxima over every sample
+    events: list[Event] = Field(default_factory=list)
+    lines: int = 0
+
+
+class ModelProfile(BaseModel):
+    name: str | None = None
+    architecture: str | None = None
+    model_type: str | None = None
+    family: str | None = None
+    is_moe: bool = False
+    experts: int | None = None  # routed experts
+    experts_per_token: int | None = None
+    expert_intermediate_size: int | None = None
+    shared_experts: int | None = None
+    dense_layers: int | None = None  # leading dense layers in a MoE model
+    attention: Literal["MHA", "GQA", "MQA", "MLA"] | None = None
+    layers: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    head_dim: int | None = None
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    context_len: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    qk_nope_head_dim: int | None = None
+    v_head_dim: int | None = None
+    mtp_layers: int = 0  # draft (next-token prediction) layers shipped in the checkpoint
+    quantization: str | None = None  # nvfp4, fp8, mxfp4, awq, gptq, compressed-tensors, bf16
+    quant_details: dict = Field(default_factory=dict)
+    dtype: str | None = None
+    params_b: float | None = None
+    active_params_b: float | None = None
+    source: str | None = None
+
+
+class Hardware(BaseModel):
+    gpu: str
+    arch: str | None = None
+    memory_gb: float | None = None
+    count: int = 1
+    interconnect: str | None = None  # NVLink, PCIe, mixed
+    numa_nodes: int | None = None
+    links: dict[str, str] = Field(default_factory=dict)  # "GPU0-GPU1" → NV18 / PIX / SYS ...
+    driver: str | None = None
+    cuda: str | None = None
+    known: bool = True  # False: not in kb's GPU table, kept as given
+    source: str | None = None
+
+
+Severity = Literal["none", "low", "moderate", "severe", "critical"]
+SEVERITY_ORDER = {"none": 0, "low": 1, "moderate": 2, "severe": 3, "critical": 4}
+
+
+class Evidence(BaseModel):
+    text: str
+    where: Where | None = None
+
+
+class Signal(BaseModel):
+    id: str
+    title: str
+    severity: Severity
+    summary: str
+    evidence: list[Evidence] = Field(default_factory=list)
+    data: dict = Field(default_factory=dict)  # the values rules compute with

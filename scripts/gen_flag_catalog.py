@@ -26,8 +26,10 @@ import argparse
 import enum
 import functools
 import importlib
+import importlib.abc
 import importlib.machinery
 import importlib.metadata
+import importlib.util
 import json
 import logging
 import math
@@ -119,8 +121,6 @@ def log(msg: str) -> None:
 class _StubModule(types.ModuleType):
     """Stands in for a missing optional module; every attribute is a stub class."""
 
-    __path__: list[str] = []  # makes "import stub.sub" possible
-
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
@@ -129,53 +129,108 @@ class _StubModule(types.ModuleType):
         return stub
 
 
-def _purge(prefixes: tuple[str, ...]) -> None:
-    for name in list(sys.modules):
-        if name.split(".")[0] in prefixes and not isinstance(
-            sys.modules[name], _StubModule
+class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves a _StubModule for each stubbed name and any submodule of it."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def covers(self, fullname: str) -> bool:
+        return any(fullname == n or fullname.startswith(n + ".") for n in self.names)
+
+    def find_spec(self, fullname, path=None, target=None):  # noqa: ANN001
+        if self.covers(fullname):
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        return None
+
+    def create_module(self, spec):  # noqa: ANN001
+        module = _StubModule(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module) -> None:  # noqa: ANN001
+        pass
+
+
+_STUBS = _StubFinder()
+_real_find_spec = importlib.util.find_spec
+
+
+def _find_spec_hiding_stubs(name, package=None):  # noqa: ANN001
+    """importlib.util.find_spec that reports stubbed modules as absent, so
+    availability probes (transformers' is_torchvision_available() and the
+    like) keep taking their 'not installed' path while plain imports of the
+    stub still succeed."""
+    try:
+        resolved = importlib.util.resolve_name(name, package) if name.startswith(".") else name
+    except (ImportError, ValueError):
+        resolved = name
+    if _STUBS.covers(resolved):
+        return None
+    return _real_find_spec(name, package)
+
+
+def _missing_module(exc: BaseException | None) -> str | None:
+    """The name of the missing module behind exc, following the exception
+    chain (transformers' lazy imports re-raise without a name)."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, ModuleNotFoundError) and exc.name:
+            return exc.name
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return None
+
+
+class NeedStub(Exception):
+    """A third-party module is missing; the generator restarts itself with it stubbed."""
+
+    def __init__(self, name: str, missing: str) -> None:
+        super().__init__(f"module {missing!r} is missing")
+        self.name = name
+        self.missing = missing
+
+
+def install_stubs(names: list[str]) -> None:
+    """Serve stub modules for names (and their submodules) from now on."""
+    if not names:
+        return
+    _STUBS.names.update(names)
+    if _STUBS not in sys.meta_path:
+        sys.meta_path.insert(0, _STUBS)
+        importlib.util.find_spec = _find_spec_hiding_stubs
+
+
+def import_checked(
+    import_fn: Callable[[], Any], own_prefixes: tuple[str, ...], allow_stubs: bool
+) -> Any:
+    """Run import_fn. When it fails because a third-party module is missing
+    (e.g. torchvision, removed from the engines venv because it does not match
+    its torch), raise NeedStub naming what to stub: a missing top-level package
+    whole, a missing submodule of an installed package only by itself. Modules
+    of the engine itself (own_prefixes) are never stubbed.
+
+    The retry happens in a fresh process (main() re-executes the script with
+    --stub-modules), because a half-finished import of an engine leaves global
+    registrations behind (sglang registers its model configs with
+    transformers' AutoConfig at import time, and a second registration fails)."""
+    try:
+        return import_fn()
+    except ImportError as exc:
+        missing = _missing_module(exc)
+        if (
+            not allow_stubs
+            or not missing
+            or missing.split(".")[0] in own_prefixes
+            or _STUBS.covers(missing)
         ):
-            del sys.modules[name]
-
-
-def import_with_stubs(
-    import_fn: Callable[[], Any],
-    own_prefixes: tuple[str, ...],
-    allow_stubs: bool,
-    max_stubs: int = 25,
-) -> tuple[Any, list[str]]:
-    """Run import_fn; on ModuleNotFoundError of a module that is not part of
-    the engine itself, insert a stub module and retry. Returns (result,
-    stubbed module names). Stubs are recorded in the catalog because choices
-    computed from a stubbed registry may be incomplete."""
-    stubbed: list[str] = []
-    while True:
+            raise
+        root = missing.split(".")[0]
         try:
-            return import_fn(), stubbed
-        except ModuleNotFoundError as exc:
-            missing = exc.name
-            if (
-                not allow_stubs
-                or not missing
-                or missing.split(".")[0] in own_prefixes
-                or missing in stubbed
-                or len(stubbed) >= max_stubs
-            ):
-                raise
-            log(f"module {missing!r} is missing; stubbing it and retrying")
-            parts = missing.split(".")
-            for i in range(1, len(parts) + 1):
-                name = ".".join(parts[:i])
-                if name not in sys.modules:
-                    stub = _StubModule(name)
-                    # a spec, so importlib.util.find_spec() does not raise
-                    stub.__spec__ = importlib.machinery.ModuleSpec(
-                        name, None, is_package=True
-                    )
-                    sys.modules[name] = stub
-                    if i > 1:
-                        setattr(sys.modules[".".join(parts[: i - 1])], parts[i - 1], sys.modules[name])
-            stubbed.append(missing)
-            _purge(own_prefixes)
+            root_present = _real_find_spec(root) is not None
+        except (ImportError, ValueError):
+            root_present = False
+        raise NeedStub(missing if root_present else root, missing) from exc
 
 
 # --------------------------------------------------------------------------
@@ -192,14 +247,50 @@ def _dist_version(*dists: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+_COMPAT_EVENTS: list[str] = []
+
+
+def _tolerate_duplicate_transformers_registrations() -> None:
+    """Older sglang releases register their own configs/processors for model
+    types that newer transformers releases ship themselves (e.g. sglang 0.5.15
+    registers 'qwen3_asr', which transformers 5.x already has), and the
+    registration raises at import time. Let such a registration fall back to
+    exist_ok=True and record it; the parser does not depend on it."""
+    try:
+        import transformers  # noqa: PLC0415
+    except Exception:  # noqa: BLE001
+        return
+    for cls_name in ("AutoConfig", "AutoProcessor", "AutoTokenizer", "AutoImageProcessor"):
+        cls = getattr(transformers, cls_name, None)
+        original = getattr(cls, "register", None)
+        if original is None:
+            continue
+
+        def register(*args, _orig=original, _name=cls_name, **kwargs):  # noqa: ANN002, ANN003
+            try:
+                return _orig(*args, **kwargs)
+            except ValueError as exc:
+                if kwargs.get("exist_ok") or "already" not in str(exc):
+                    raise
+                _COMPAT_EVENTS.append(
+                    f"transformers.{_name}.register({args[0]!r}) conflicted with a "
+                    "built-in registration; retried with exist_ok=True"
+                )
+                kwargs["exist_ok"] = True
+                return _orig(*args, **kwargs)
+
+        cls.register = register
+
+
 def build_sglang(allow_stubs: bool) -> dict[str, Any]:
     dist, version = _dist_version("sglang")
+    _tolerate_duplicate_transformers_registrations()
 
     def _import():
         mod = importlib.import_module("sglang.srt.server_args")
         return mod.ServerArgs
 
-    ServerArgs, stubbed = import_with_stubs(_import, ("sglang",), allow_stubs)
+    ServerArgs = import_checked(_import, ("sglang",), allow_stubs)
     # Same construction as sglang.srt.server_args.prepare_server_args, which
     # `python -m sglang.launch_server` and `sglang serve` use.
     parser = argparse.ArgumentParser(prog="sglang serve")
@@ -208,7 +299,7 @@ def build_sglang(allow_stubs: bool) -> dict[str, Any]:
         "dist": dist,
         "version": version,
         "parser": parser,
-        "stubbed": stubbed,
+        "stubbed": sorted(_STUBS.names),
         "builder": "argparse.ArgumentParser(); "
         "sglang.srt.server_args.ServerArgs.add_cli_args(parser)",
         "entry_points": ["python -m sglang.launch_server", "sglang serve"],
@@ -282,7 +373,7 @@ def build_vllm(allow_stubs: bool) -> dict[str, Any]:
         make_arg_parser, make_path = _first_attr(_VLLM_MAKE_ARG_PARSER)
         return parser_cls, parser_path, make_arg_parser, make_path
 
-    (parser_cls, parser_path, make_arg_parser, make_path), stubbed = import_with_stubs(
+    parser_cls, parser_path, make_arg_parser, make_path = import_checked(
         _import, ("vllm",), allow_stubs
     )
     parser = make_arg_parser(parser_cls(prog="vllm serve"))
@@ -296,7 +387,7 @@ def build_vllm(allow_stubs: bool) -> dict[str, Any]:
         "dist": dist,
         "version": version,
         "parser": parser,
-        "stubbed": stubbed,
+        "stubbed": sorted(_STUBS.names),
         "builder": f"{make_path}({parser_path}())",
         "entry_points": ["vllm serve"],
         "notes": [
@@ -494,6 +585,9 @@ def catalog(engine: str, built: dict[str, Any]) -> dict[str, Any]:
             "notes": built["notes"],
         },
         "stubbed_modules": built["stubbed"],
+        "compat_shims": [
+            re.sub(r"<class '[^']*'>", "<class>", e) for e in _COMPAT_EVENTS
+        ],
         "counts": {
             "actions": n_actions,
             "option_strings": len(option_strings),
@@ -601,8 +695,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--no-stubs",
         action="store_true",
-        help="fail instead of stubbing missing optional modules",
+        help="fail instead of stubbing missing third-party modules",
     )
+    ap.add_argument(
+        "--stub-modules",
+        default="",
+        metavar="A,B",
+        help="modules to stub from the start (set by the script itself when "
+        "it re-executes after finding a missing module)",
+    )
+    ap.add_argument("--max-stubs", type=int, default=20, help=argparse.SUPPRESS)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
 
     if args.diff:
@@ -615,8 +718,29 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+    stubs = [m for m in args.stub_modules.split(",") if m]
+    install_stubs(stubs)
     try:
         built = BUILDERS[args.engine](allow_stubs=not args.no_stubs)
+    except NeedStub as need:
+        if len(stubs) >= args.max_stubs:
+            log(f"giving up: {need} and {len(stubs)} modules are stubbed already")
+            return 1
+        log(f"{need}; re-running with {need.name!r} stubbed")
+        rest: list[str] = []
+        skip = False
+        for a in argv:
+            if skip:
+                skip = False
+            elif a == "--stub-modules":
+                skip = True
+            elif not a.startswith("--stub-modules="):
+                rest.append(a)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        new_argv = [sys.executable, os.path.abspath(__file__), *rest,
+                    "--stub-modules", ",".join([*stubs, need.name])]
+        os.execv(sys.executable, new_argv)
     except Exception as exc:  # noqa: BLE001
         log(f"could not build the {args.engine} parser: {type(exc).__name__}: {exc}")
         return 1

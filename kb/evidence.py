@@ -1,0 +1,75 @@
+"""Everything known about one run: benchmark results, server logs, launch command,
+model profile and hardware — the input to signals and rules."""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+from pydantic import BaseModel, Field
+
+from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace, Where
+
+
+class CurvePoint(BaseModel):
+    level: float  # concurrency (or request rate when no concurrency was set)
+    throughput: float  # total tok/s, median of the runs at this level
+    output_throughput: float | None = None
+    ttft_median_ms: float | None = None
+    runs: int = 1
+    spread: float = 0.0  # (max - min) / median of throughput across runs at this level
+    sources: list[Where] = Field(default_factory=list)
+
+
+class RunEvidence(BaseModel):
+    engine: str | None = None
+    engine_version: str | None = None
+    bench: list[BenchRun] = Field(default_factory=list)
+    traces: list[ServerTrace] = Field(default_factory=list)
+    model: ModelProfile | None = None
+    model_path: str | None = None  # what the server was launched with, for commands
+    hardware: Hardware | None = None
+    server_args: dict = Field(default_factory=dict)  # normalised: keys like "max_running_requests"
+    server_args_source: str | None = None
+    files: list[dict] = Field(default_factory=list)  # {"path", "kind", "yielded"} / {"path", "skipped"}
+    warnings: list[str] = Field(default_factory=list)
+
+    def curve(self) -> list[CurvePoint]:
+        """Throughput against load: runs at the same level become one point (median)."""
+        by_level: dict[float, list[BenchRun]] = {}
+        for r in self.bench:
+            if r.throughput():
+                by_level.setdefault(r.level(), []).append(r)
+        points = []
+        for level in sorted(by_level):
+            runs = by_level[level]
+            tps = [r.throughput() for r in runs]
+            mid = median(tps)
+            outs = [r.output_throughput for r in runs if r.output_throughput]
+            ttfts = [r.ttft_ms.get("median", r.ttft_ms.get("mean")) for r in runs if r.ttft_ms]
+            points.append(CurvePoint(
+                level=level, throughput=mid, output_throughput=median(outs) if outs else None,
+                ttft_median_ms=median([t for t in ttfts if t is not None]) if any(t is not None for t in ttfts) else None,
+                runs=len(runs), spread=(max(tps) - min(tps)) / mid if mid else 0.0,
+                sources=[r.source for r in runs if r.source]))
+        return points
+
+    def arg(self, *names: str):
+        """A server argument under any of its names (sglang and vLLM spell them differently)."""
+        for n in names:
+            key = n.lstrip("-").replace("-", "_")
+            if key in self.server_args and self.server_args[key] is not None:
+                return self.server_args[key]
+        return None
+
+    def tp_size(self) -> int | None:
+        v = self.arg("tp_size", "tensor_parallel_size", "tp")
+        return int(v) if v not in (None, "") else None
+
+
+def gain_per_doubling(t0: float, t1: float, c0: float, c1: float) -> float:
+    """Throughput gain normalised to one doubling of load, so 32→128 and 128→256 compare."""
+    if t0 <= 0 or c1 <= c0:
+        return 0.0
+    doublings = math.log2(c1 / c0)
+    return (t1 / t0) ** (1 / doublings) - 1 if doublings > 0 else 0.0
