@@ -296,6 +296,7 @@ class Hardware(BaseModel):
     links: dict[str, str] = Field(default_factory=dict)  # "GPU0-GPU1" → NV18 / PIX / SYS ...
     driver: str | None = None
     cuda: str | None = None
+    utilization_pct: float | None = None  # mean GPU utilisation when the capture was taken
     known: bool = True  # False: not in kb's GPU table, kept as given
     source: str | None = None
 
@@ -316,3 +317,39 @@ class Signal(BaseModel):
     summary: str
     evidence: list[Evidence] = Field(default_factory=list)
     data: dict = Field(default_factory=dict)  # the values rules compute with
+
+
+class FlagDiff(BaseModel):
+    flag: str
+    current: object = None
+    new: object = None  # None: remove the flag
+    why: str = ""
+
+
+class CitedFinding(BaseModel):
+    id: str
+    title: str
+    similarity: float  # 0..1, how close its context is to this run
+    gain: str | None = None
+    ratio: float | None = None
+    context: str = ""
+    source: str = ""
+
+
+class Recommendation(BaseModel):
+    rank: int = 0
+    rule: str  # "KB101 running-request-cap"
+    fix_class: str
+    title: str
+    severity: Severity
+    confidence: float
+    score: float = 0.0
+    expected_gain: str | None = None  # from findings close to this context, or None
+    expected_ratio: float | None = None
+    commands: list[str] = Field(default_factory=list)
+    flags: list[FlagDiff] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    rationale: str = ""
+    evidence: list[Evidence] = Field(default_factory=list)
+    findings: list[CitedFinding] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)

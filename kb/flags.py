@@ -1,0 +1,136 @@
+"""Per-version catalogs of sglang and vLLM server flags (kb/data/flags/*.json,
+generated from the engines' own argument parsers by scripts/gen_flag_catalog.py).
+
+Rules and `kb launch` never hard-code a flag spelling: they ask for a *setting*
+("cuda_graph_max_bs") and get the flag this engine version accepts
+(`--cuda-graph-max-bs` up to sglang 0.5.22, `--cuda-graph-max-bs-decode` in 0.5.23).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data" / "flags"
+
+# setting → flag spellings, preferred first; the first one the catalog has wins
+SETTINGS: dict[str, dict[str, list[str]]] = {
+    "sglang": {
+        "model": ["--model-path"],
+        "tp": ["--tp-size"],
+        "pp": ["--pp-size"],
+        "dp": ["--dp-size"],
+        "ep": ["--ep-size"],
+        "max_running_requests": ["--max-running-requests"],
+        "cuda_graph_max_bs": ["--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"],
+        "mem_fraction": ["--mem-fraction-static"],
+        "kv_cache_dtype": ["--kv-cache-dtype"],
+        "chunked_prefill": ["--chunked-prefill-size"],
+        "schedule_conservativeness": ["--schedule-conservativeness"],
+        "moe_runner_backend": ["--moe-runner-backend"],
+        "attention_backend": ["--attention-backend"],
+        "quantization": ["--quantization"],
+        "dp_attention": ["--enable-dp-attention"],
+        "disable_cuda_graph": ["--disable-cuda-graph"],
+        "disable_custom_all_reduce": ["--disable-custom-all-reduce"],
+        "speculative_algorithm": ["--speculative-algorithm"],
+        "speculative_num_steps": ["--speculative-num-steps"],
+        "speculative_eagle_topk": ["--speculative-eagle-topk"],
+        "speculative_num_draft_tokens": ["--speculative-num-draft-tokens"],
+        "context_length": ["--context-length"],
+        "trust_remote_code": ["--trust-remote-code"],
+        "host": ["--host"],
+        "port": ["--port"],
+    },
+    "vllm": {
+        "model": ["--model"],
+        "tp": ["--tensor-parallel-size"],
+        "pp": ["--pipeline-parallel-size"],
+        "dp": ["--data-parallel-size"],
+        "ep": ["--enable-expert-parallel"],
+        "max_running_requests": ["--max-num-seqs"],
+        "cuda_graph_max_bs": ["--max-cudagraph-capture-size", "--cuda-graph-sizes"],
+        "mem_fraction": ["--gpu-memory-utilization"],
+        "kv_cache_dtype": ["--kv-cache-dtype"],
+        "chunked_prefill": ["--max-num-batched-tokens"],
+        "moe_runner_backend": ["--moe-backend"],
+        "attention_backend": ["--attention-backend"],
+        "quantization": ["--quantization"],
+        "disable_cuda_graph": ["--enforce-eager"],
+        "disable_custom_all_reduce": ["--disable-custom-all-reduce"],
+        "speculative_config": ["--speculative-config"],
+        "context_length": ["--max-model-len"],
+        "trust_remote_code": ["--trust-remote-code"],
+        "host": ["--host"],
+        "port": ["--port"],
+    },
+}
+
+
+@dataclass(frozen=True)
+class Catalog:
+    engine: str
+    version: str
+    requested: str | None  # the version asked for, when it differs (nearest known used)
+    flags: dict
+
+    def has(self, flag: str) -> bool:
+        return flag in self.flags
+
+    def choices(self, flag: str) -> list[str] | None:
+        return (self.flags.get(flag) or {}).get("choices")
+
+    def flag_for(self, setting: str) -> str | None:
+        for flag in SETTINGS[self.engine].get(setting, []):
+            if flag in self.flags:
+                return flag
+        return None
+
+    def check(self, flag: str, value=None) -> str | None:
+        """Why `flag value` is not valid for this version, or None when it is."""
+        if flag not in self.flags:
+            return f"{flag} is not a {self.engine} {self.version} flag"
+        ch = self.choices(flag)
+        if ch and value is not None and value is not True and str(value) not in ch:
+            return f"{flag} {value} is not one of {', '.join(map(str, ch))}"
+        return None
+
+    def note(self) -> str | None:
+        if self.requested and self.requested != self.version:
+            return f"no flag catalog for {self.engine} {self.requested}: using the nearest known version {self.version}"
+        return None
+
+
+def _vkey(v: str) -> tuple:
+    parts = re.findall(r"\d+", v)
+    return tuple(int(p) for p in parts[:4]) + (0,) * (4 - min(4, len(parts)))
+
+
+@lru_cache(maxsize=None)
+def versions(engine: str) -> list[str]:
+    names = [p.stem.split("-", 1)[1] for p in DATA.glob(f"{engine}-*.json")]
+    return sorted(names, key=_vkey)
+
+
+@lru_cache(maxsize=None)
+def _load(engine: str, version: str) -> dict:
+    return json.loads((DATA / f"{engine}-{version}.json").read_text())["flags"]
+
+
+def catalog(engine: str, version: str | None = None) -> Catalog:
+    """The catalog for this engine version, or the nearest known one (newest when unknown)."""
+    known = versions(engine)
+    if not known:
+        raise ValueError(f"no flag catalogs for {engine}")
+    if version and version in known:
+        chosen = version
+    elif version:
+        want = _vkey(version)
+        older = [v for v in known if _vkey(v) <= want]
+        chosen = older[-1] if older else known[0]
+    else:
+        chosen = known[-1]
+    return Catalog(engine, chosen, version, _load(engine, chosen))

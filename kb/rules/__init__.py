@@ -1,0 +1,27 @@
+"""Rules: one module per rule, registered in one explicit table (`RULES`)."""
+
+from kb.rules import (
+    cuda_graph_ceiling,
+    dp_attention,
+    eager_mode,
+    kv_cache_capacity,
+    moe_kernel_config,
+    moe_runner_backend,
+    pcie_topology,
+    running_request_cap,
+    scheduler_policy,
+    speculative_decoding,
+)
+
+RULES = [
+    running_request_cap.RULE,
+    cuda_graph_ceiling.RULE,
+    kv_cache_capacity.RULE,
+    scheduler_policy.RULE,
+    moe_kernel_config.RULE,
+    moe_runner_backend.RULE,
+    dp_attention.RULE,
+    pcie_topology.RULE,
+    speculative_decoding.RULE,
+    eager_mode.RULE,
+]

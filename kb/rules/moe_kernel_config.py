@@ -1,0 +1,121 @@
+"""KB105 moe-kernel-config
+
+What it flags: the fused-MoE Triton kernel runs with its default tile config
+(`Using default MoE kernel config ... Config file not found at .../E=..,N=..,
+device_name=..`), so no tuned config exists for this expert count, shard size and
+GPU.
+
+Why it matters: MoE layers dominate decode time in large MoE models; untuned
+tiles can leave much of the GPU idle. When another MoE runner backend is in use
+(FlashInfer, CUTLASS, DeepGEMM), the Triton config is not on the hot path and the
+warning is a red herring.
+
+Evidence: the warning line, with E, N, device and dtype read from its path;
+the model's routed experts and expert intermediate size; the TP size.
+
+Fix: run the engine's tuning script for exactly this E and N on this GPU and
+put the file where the warning says it looked.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from kb.rules.base import Proposal, Rule, RuleContext
+
+# architectures whose shared expert sglang fuses into the routed-expert kernel (E + 1)
+FUSED_SHARED_EXPERT_ARCHS = {"DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM", "Glm4MoeLiteForCausalLM"}
+TRITON_BACKENDS = (None, "auto", "triton", "triton_kernel")
+
+
+def tuning_shape(ctx: RuleContext) -> dict | None:
+    """E, N, dtype and device for the tuning run: from the warning when there is one
+    (it names exactly the file the engine looked for), else from the model and TP."""
+    sig = ctx.signals.get("moe-default-config")
+    m = ctx.model
+    shape: dict = {}
+    if sig and sig.data.get("E") and sig.data.get("N"):
+        shape.update(E=int(sig.data["E"]), N=int(sig.data["N"]), dtype=sig.data.get("dtype"),
+                     device=sig.data.get("device_name"), block_shape=sig.data.get("block_shape"),
+                     path=sig.data.get("path"), from_log=True)
+    elif m and m.is_moe and m.experts and m.expert_intermediate_size:
+        tp, ep = ctx.tp(), int(ctx.arg("ep") or 1) if ctx.engine == "sglang" else 1
+        fused = (ctx.engine == "sglang" and m.architecture in FUSED_SHARED_EXPERT_ARCHS and m.shared_experts == 1
+                 and m.experts in (256, 384) and ep <= 1)
+        shape.update(E=m.experts // ep + (1 if fused else 0), N=m.expert_intermediate_size * ep // tp,
+                     dtype={"fp8": "fp8_w8a8", "int8": "int8_w8a8"}.get(m.quantization or ""),
+                     block_shape=(m.quant_details or {}).get("weight_block_size"), from_log=False, fused=fused)
+    else:
+        return None
+    if not shape.get("device") and ctx.hw:
+        shape["device"] = ("NVIDIA " + ctx.hw.gpu if not ctx.hw.gpu.upper().startswith(("NVIDIA", "AMD")) else ctx.hw.gpu).replace(" ", "_")
+    return shape
+
+
+def config_file_name(shape: dict) -> str:
+    name = f"E={shape['E']},N={shape['N']},device_name={shape.get('device') or 'UNKNOWN'}"
+    if shape.get("dtype"):
+        name += f",dtype={shape['dtype']}"
+    if shape.get("block_shape"):
+        bs = shape["block_shape"]
+        name += f",block_shape={bs}" if isinstance(bs, str) else f",block_shape=[{bs[0]}, {bs[1]}]"
+    return name + ".json"
+
+
+def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
+    model = ctx.ev.model_path or (ctx.model.name if ctx.model else None) or "MODEL"
+    tp = ctx.tp()
+    fname = config_file_name(shape)
+    dtype = shape.get("dtype") if shape.get("dtype") in ("fp8_w8a8", "int8_w8a8", "int8_w8a16") else "auto"
+    if ctx.engine == "sglang":
+        version = ctx.ev.engine_version or ctx.catalog.version
+        tune = ["python", "benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py", "--model", model,
+                "--tp-size", str(tp), "--dtype", dtype, "--tune"]
+        if shape.get("path"):
+            dest = shape["path"].rsplit("/", 1)[0] + "/"
+            copy = f"cp {shlex.quote(fname)} {shlex.quote(dest)}"
+        else:
+            copy = ("cp " + shlex.quote(fname) + ' "$(python -c \'import os, sglang, triton; '
+                    'print(os.path.join(os.path.dirname(sglang.__file__), "srt/layers/moe/moe_runner/triton_utils/configs", '
+                    '"triton_" + triton.__version__.replace(".", "_")))\')"/')
+        return [f"git clone --depth 1 --branch v{version} https://github.com/sgl-project/sglang.git sglang-src && cd sglang-src",
+                shlex.join(tune) + f"  # writes {fname}", copy]
+    save = "moe_configs"
+    tune = ["python", "benchmarks/kernels/benchmark_moe.py", "--model", model, "--tp-size", str(tp), "--dtype", dtype,
+            "--tune", "--save-dir", save]
+    return [shlex.join(tune) + f"  # writes {save}/{fname}", f"export VLLM_TUNED_CONFIG_FOLDER=\"$PWD/{save}\""]
+
+
+def check(ctx: RuleContext) -> Proposal | None:
+    sig = ctx.signals.get("moe-default-config")
+    plateau = ctx.signals.get("throughput-plateau")
+    if not sig and not (plateau and ctx.model and ctx.model.is_moe):
+        return None
+    shape = tuning_shape(ctx)
+    if not shape:
+        return None
+    backend = ctx.arg("moe_runner_backend")
+    red_herring = backend not in TRITON_BACKENDS
+    notes = []
+    if not shape.get("from_log"):
+        notes.append(f"E={shape['E']} ({ctx.model.experts} routed experts"
+                     + (" + 1 fused shared expert" if shape.get("fused") else "") + f"), N={shape['N']} "
+                     f"(expert intermediate size {ctx.model.expert_intermediate_size} / TP {ctx.tp()})")
+    if red_herring:
+        notes.append(f"the server runs MoE on `{backend}`, not Triton: the Triton config is off the hot path")
+    return Proposal(
+        title=("Default-MoE-config warning is a red herring here" if red_herring
+               else f"Tune the fused-MoE kernel for E={shape['E']}, N={shape['N']} on this GPU"),
+        severity="low" if red_herring else ("severe" if sig and plateau else "moderate"),
+        rationale=(f"no tuned config {config_file_name(shape)} exists, so the MoE layers run default tiles"
+                   if not red_herring else "the warning concerns a kernel this server does not use"),
+        commands=[] if red_herring else tuning_commands(ctx, shape),
+        evidence=(sig.evidence if sig else []) + (plateau.evidence[-2:] if plateau else []),
+        supporting=[s for s in ("moe-default-config", "throughput-plateau", "low-single-stream-decode") if s in ctx.signals],
+        notes=notes)
+
+
+RULE = Rule(id="KB105", name="moe-kernel-config", title="Untuned fused-MoE kernel config",
+            fix_class="moe-kernel-config", signals=("moe-default-config", "throughput-plateau"),
+            needs="the default-MoE-config warning, or a MoE model profile (experts, expert intermediate size) and TP",
+            check=check, doc=__doc__)

@@ -1,0 +1,50 @@
+"""KB101 running-request-cap
+
+What it flags: the server runs at most N requests at once (sglang
+`--max-running-requests`, vLLM `--max-num-seqs`) and the load asks for more:
+running requests pinned at the cap while the queue grows, or a throughput knee
+at the cap.
+
+Why it matters: requests beyond the cap wait in the queue; the GPUs decode a
+batch no larger than the cap however much load arrives, so throughput plateaus
+and TTFT grows with queueing.
+
+Evidence: `#running-req` / `Running: N reqs` at the cap with `#queue-req` /
+`Waiting` > 0 in the server log or /metrics; a plateau whose knee sits at the cap.
+
+Fix: raise the cap to the load you serve, within the KV capacity the start-up
+log reports; raise the CUDA-graph batch ceiling with it (KB102).
+"""
+
+from kb.rules.base import Proposal, Rule, RuleContext, change, target_running_cap
+
+
+def check(ctx: RuleContext) -> Proposal | None:
+    sig = ctx.signals.get("running-cap-with-queue")
+    plateau = ctx.signals.get("throughput-plateau")
+    cap = ctx.arg("max_running_requests") or (sig.data["cap"] if sig else None)
+    binds_at_knee = bool(plateau and cap and int(cap) <= plateau.data["knee"] * 1.1)
+    if not sig and not binds_at_knee:
+        return None
+    new = target_running_cap(ctx)
+    if not new:
+        return None
+    flag = change(ctx, "max_running_requests", new,
+                  f"evidence asks for {new} running requests (highest load tested {ctx.max_level()}, cap {cap})")
+    if not flag:
+        return None
+    flag.current = cap
+    supporting = [s for s in ("running-cap-with-queue", "throughput-plateau", "ttft-queueing") if s in ctx.signals]
+    return Proposal(
+        title=f"Raise {flag.flag} from {cap} to {new}",
+        severity=sig.severity if sig else "moderate",
+        rationale=(f"running requests stop at {cap} while requests wait; a larger running batch lets the GPUs "
+                   f"work on more sequences per decode step."),
+        changes=[flag], evidence=(sig.evidence if sig else plateau.evidence[:3]), supporting=supporting,
+    )
+
+
+RULE = Rule(id="KB101", name="running-request-cap", title="Running-request cap binds under load",
+            fix_class="max-running-requests", signals=("running-cap-with-queue", "throughput-plateau"),
+            needs="the current cap (launch command, server_info or start-up log) or the pinned-at-cap signal",
+            check=check, doc=__doc__)

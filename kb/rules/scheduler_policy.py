@@ -1,0 +1,60 @@
+"""KB104 scheduler-conservativeness
+
+What it flags: requests wait while the running batch is below its cap and the
+KV cache is far from full (sglang reserves KV for future decode tokens too
+conservatively), or TTFT grows with load because long prefills hold up decode.
+
+Why it matters: the scheduler keeps the batch smaller than memory allows, so
+throughput plateaus below what the hardware can do; or prompts queue behind
+long prefills and TTFT grows.
+
+Evidence: `#queue-req` > 0 with `token usage` well under 0.9 and running below
+the cap; TTFT rising steeply with concurrency.
+
+Fix: sglang `--schedule-conservativeness 0.3` (admit more requests); for TTFT,
+a smaller prefill chunk (`--chunked-prefill-size` / vLLM
+`--max-num-batched-tokens`) so decode steps interleave with long prompts.
+"""
+
+from kb.rules.base import Proposal, Rule, RuleContext, change
+
+
+def check(ctx: RuleContext) -> Proposal | None:
+    changes, evidence, supporting = [], [], []
+    for tr in ctx.ev.traces:
+        s = tr.stats
+        cap = tr.startup.get("max_running_requests") or ctx.arg("max_running_requests")
+        usage = s.get("max_token_usage")
+        if (ctx.engine == "sglang" and s.get("queued_fraction", 0) >= 0.3 and usage is not None and usage < 0.7
+                and cap and (s.get("max_running") or 0) < int(cap) * 0.9):
+            c = change(ctx, "schedule_conservativeness", 0.3,
+                       f"requests queue while KV usage peaks at {usage:.0%} and running stays below the cap {cap}")
+            if c:
+                changes.append(c)
+                supporting.append("throughput-plateau" if "throughput-plateau" in ctx.signals else "queue")
+            break
+    ttft = ctx.signals.get("ttft-queueing")
+    long_inputs = max((r.input_len or 0 for r in ctx.ev.bench), default=0)
+    if ttft and long_inputs >= 2048:
+        current = ctx.arg("chunked_prefill")
+        new = 4096 if ctx.engine == "sglang" else 2048
+        if not current or int(current) > new:
+            c = change(ctx, "chunked_prefill", new, f"prompts average {long_inputs:.0f} tokens: smaller prefill chunks "
+                                                    "let decode steps run between them")
+            if c:
+                c.current = current
+                changes.append(c)
+                evidence += ttft.evidence
+                supporting.append("ttft-queueing")
+    if not changes:
+        return None
+    return Proposal(title="Let the scheduler admit more work" if changes[0].setting == "schedule_conservativeness"
+                    else "Interleave long prefills with decode", severity="moderate",
+                    rationale="the scheduler, not memory or compute, is holding requests back.",
+                    changes=changes, evidence=evidence, supporting=supporting)
+
+
+RULE = Rule(id="KB104", name="scheduler-conservativeness", title="Scheduler holds requests back",
+            fix_class="scheduler-policy", signals=("ttft-queueing", "throughput-plateau"),
+            needs="server log with queue, running and token usage; benchmark TTFT per level",
+            check=check, doc=__doc__)

@@ -1,0 +1,299 @@
+"""Symptoms derived from a run's evidence, each with severity and evidence lines.
+
+Each detector is a small function with its thresholds kept beside it (in
+`THRESHOLDS`, overridable from a TOML file: `[throughput-plateau] knee_gain = 0.08`).
+Severity bands follow Dr. Elephant: none, low, moderate, severe, critical; a
+sample too small to judge lowers the band by one, it never raises an alarm.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from kb.evidence import RunEvidence, gain_per_doubling
+from kb.records import SEVERITY_ORDER, Evidence, Signal, Where
+
+LEVELS = ["none", "low", "moderate", "severe", "critical"]
+
+THRESHOLDS: dict[str, dict[str, float]] = {
+    "throughput-plateau": {"knee_gain": 0.10, "severe_efficiency": 0.35, "min_points": 3},
+    "low-single-stream-decode": {"severe_tok_s": 20, "moderate_tok_s": 40, "low_tok_s": 70},
+    "running-cap-with-queue": {"pinned_fraction": 0.8, "min_samples": 5, "queue_fraction": 0.3},
+    "kv-cache-pressure": {"usage": 0.95, "severe_events": 10},
+    "cuda-graph-exceeded": {"min_samples": 3},
+    "moe-default-config": {},
+    "ttft-queueing": {"ttft_ratio": 5.0, "ttft_ms": 2000},
+    "tp-over-pcie": {},
+    "gpu-idle": {"util_pct": 30},
+}
+
+
+def band(name: str, shift: int) -> str:
+    return LEVELS[max(0, min(len(LEVELS) - 1, LEVELS.index(name) + shift))]
+
+
+def _ev(text: str, where: Where | None = None) -> Evidence:
+    return Evidence(text=text, where=where)
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 100 else f"{v:,.2f}".rstrip("0").rstrip(".")
+
+
+# ------------------------------------------------------------------ detectors
+
+
+def throughput_plateau(ev: RunEvidence, t: dict) -> Signal | None:
+    """The knee: the load after which more load adds under `knee_gain` per doubling."""
+    pts = ev.curve()
+    pts = [p for p in pts if p.level > 0]
+    if len(pts) < 2:
+        return None
+    knee = None
+    for a, b in zip(pts, pts[1:]):
+        g = gain_per_doubling(a.throughput, b.throughput, a.level, b.level)
+        if g < t["knee_gain"]:
+            knee = a
+            break
+    if knee is None:
+        return None
+    first, last = pts[0], pts[-1]
+    efficiency = (last.throughput / first.throughput) / (last.level / first.level) if first.throughput else 0
+    beyond = [p for p in pts if p.level > knee.level]
+    best = max(pts, key=lambda p: p.throughput)
+    sev = "severe" if beyond and best.throughput <= knee.throughput * (1 + 2 * t["knee_gain"]) else "moderate"
+    if len(pts) < t["min_points"]:
+        sev = band(sev, -1)  # two points show a slope, not a curve
+    evidence = [_ev(f"{_fmt(p.level)} concurrency: {_fmt(p.throughput)} tok/s"
+                    + (f" (median of {p.runs} runs, spread {p.spread:.0%})" if p.runs > 1 else ""),
+                    p.sources[0] if p.sources else None) for p in pts]
+    nxt = beyond[0]
+    gain = nxt.throughput / knee.throughput - 1
+    return Signal(
+        id="throughput-plateau", title="Throughput plateau", severity=sev,
+        summary=(f"throughput stops scaling after {_fmt(knee.level)} concurrency: {_fmt(knee.level)} → {_fmt(nxt.level)} "
+                 f"adds {gain:+.1%} ({_fmt(knee.throughput)} → {_fmt(nxt.throughput)} tok/s); "
+                 f"scaling efficiency {efficiency:.0%} from {_fmt(first.level)} to {_fmt(last.level)}"),
+        evidence=evidence,
+        data={"knee": knee.level, "knee_throughput": knee.throughput, "next_level": nxt.level,
+              "next_throughput": nxt.throughput, "gain_after_knee": round(gain, 4),
+              "efficiency": round(efficiency, 4), "max_level": last.level, "points": len(pts)},
+    )
+
+
+def low_single_stream_decode(ev: RunEvidence, t: dict) -> Signal | None:
+    runs = [r for r in ev.bench if r.concurrency == 1]
+    if not runs:
+        return None
+    speeds = []
+    for r in runs:
+        tpot = r.tpot_ms.get("median") or r.tpot_ms.get("mean")
+        speed = 1000.0 / tpot if tpot else r.output_throughput
+        if speed:
+            speeds.append((speed, r))
+    if not speeds:
+        return None
+    speed, run = max(speeds, key=lambda x: x[0])
+    if speed >= t["low_tok_s"]:
+        return None
+    sev = "severe" if speed < t["severe_tok_s"] else "moderate" if speed < t["moderate_tok_s"] else "low"
+    return Signal(id="low-single-stream-decode", title="Slow single-stream decode", severity=sev,
+                  summary=f"one request at a time decodes at {_fmt(speed)} tok/s",
+                  evidence=[_ev(f"concurrency 1: {_fmt(speed)} tok/s per stream"
+                                + (f" (TPOT {_fmt(1000 / speed)} ms)" if run.tpot_ms else ""), run.source)],
+                  data={"tok_s": round(speed, 2)})
+
+
+def running_cap_with_queue(ev: RunEvidence, t: dict) -> Signal | None:
+    """Running requests pinned at the cap while requests wait."""
+    cap = ev.arg("max_running_requests", "max_num_seqs")
+    best = None
+    for tr in ev.traces:
+        s = tr.stats
+        cap_here = tr.startup.get("max_running_requests") or tr.startup.get("max_num_seqs") or cap
+        n = s.get("samples", 0)
+        max_run = s.get("max_running")
+        if not n or not max_run:
+            continue
+        queued_frac = s.get("queued_fraction", 0.0)
+        at_cap = s.get("at_max_running_with_queue", 0)
+        if queued_frac < t["queue_fraction"]:
+            continue
+        cap_used = int(cap_here) if cap_here else int(max_run)
+        example = next((x for x in tr.samples if x.running and x.running >= cap_used and x.queued), None)
+        candidate = (tr, cap_used, max_run, queued_frac, at_cap, n, example)
+        if best is None or queued_frac > best[3]:
+            best = candidate
+    if best is None:
+        return None
+    tr, cap_used, max_run, queued_frac, at_cap, n, example = best
+    if max_run < cap_used * 0.9:
+        return None  # queueing below the cap is a KV or scheduler matter, not this one
+    sev = "severe" if queued_frac >= t["pinned_fraction"] else "moderate"
+    if n < t["min_samples"]:
+        sev = band(sev, -1)
+    evidence = [_ev(f"running requests reach {max_run} (cap {cap_used}) while {queued_frac:.0%} of {n} stats lines "
+                    f"show a waiting queue (max {tr.stats.get('max_queued')})", Where(path=tr.source))]
+    if example:
+        evidence.append(_ev(f"running {example.running}, queued {example.queued}"
+                            + (f", token usage {example.token_usage:.2f}" if example.token_usage is not None else ""),
+                            Where(path=tr.source, line=example.line)))
+    return Signal(id="running-cap-with-queue", title="Running requests pinned at the cap while requests queue",
+                  severity=sev, summary=f"the server runs at most {cap_used} requests and queues the rest",
+                  evidence=evidence,
+                  data={"cap": cap_used, "max_running": max_run, "queued_fraction": round(queued_frac, 3),
+                        "max_queued": tr.stats.get("max_queued"),
+                        "max_token_usage": tr.stats.get("max_token_usage")})
+
+
+def kv_cache_pressure(ev: RunEvidence, t: dict) -> Signal | None:
+    usage, events, evidence = 0.0, 0, []
+    for tr in ev.traces:
+        u = tr.stats.get("max_token_usage") or 0.0
+        usage = max(usage, u)
+        for kind in ("retract", "preempt"):
+            n = tr.stats.get("events", {}).get(kind, 0)
+            events += n
+            first = next((e for e in tr.events if e.kind == kind), None)
+            if first:
+                evidence.append(_ev(f"{n} {kind} events; first: {first.text[:160]}", first.where))
+        if u >= t["usage"]:
+            evidence.append(_ev(f"KV cache usage peaks at {u:.0%}", Where(path=tr.source)))
+    if not events and usage < t["usage"]:
+        return None
+    sev = "severe" if events >= t["severe_events"] else "moderate" if events else "low"
+    return Signal(id="kv-cache-pressure", title="KV cache near full, retractions or preemptions", severity=sev,
+                  summary=f"KV cache usage up to {usage:.0%}, {events} retraction/preemption events",
+                  evidence=evidence, data={"max_usage": usage, "events": events})
+
+
+def cuda_graph_exceeded(ev: RunEvidence, t: dict) -> Signal | None:
+    """Decode batches larger than the largest captured CUDA-graph batch run eagerly."""
+    for tr in ev.traces:
+        s = tr.stats
+        off = s.get("cuda_graph_false", 0)
+        captured = tr.startup.get("cuda_graph_max_bs") or ev.arg("cuda_graph_max_bs")
+        max_run = s.get("max_running") or 0
+        if not off and not (captured and max_run > int(captured)):
+            continue
+        max_off = s.get("max_running_cuda_graph_false") or max_run
+        sev = "severe" if off >= t["min_samples"] else "low"
+        evidence = []
+        if off:
+            first = next((x for x in tr.samples if x.cuda_graph is False), None)
+            evidence.append(_ev(f"{off} decode lines with `cuda graph: False`, running up to {max_off}",
+                                Where(path=tr.source, line=first.line if first else None)))
+        if captured:
+            evidence.append(_ev(f"largest captured CUDA-graph batch: {captured}; running batch reaches {max_run}",
+                                Where(path=tr.source)))
+        return Signal(id="cuda-graph-exceeded", title="Decode batches above the largest CUDA-graph batch",
+                      severity=sev,
+                      summary=f"decode batches up to {max_off} run without CUDA graphs"
+                              + (f" (captured up to {captured})" if captured else ""),
+                      evidence=evidence,
+                      data={"max_running": max(max_run, max_off), "captured_max_bs": int(captured) if captured else None,
+                            "eager_samples": off})
+    return None
+
+
+def moe_default_config(ev: RunEvidence, t: dict) -> Signal | None:
+    for tr in ev.traces:
+        e = next((x for x in tr.events if x.kind == "moe-default-config"), None)
+        if e:
+            d = e.data
+            return Signal(id="moe-default-config", title="Default (untuned) MoE kernel config in use", severity="moderate",
+                          summary=f"no tuned fused-MoE config for E={d.get('E')}, N={d.get('N')} on {d.get('device_name')}"
+                                  + (f" ({d.get('dtype')})" if d.get("dtype") else ""),
+                          evidence=[_ev(e.text[:300], e.where)], data=dict(d))
+    return None
+
+
+def ttft_queueing(ev: RunEvidence, t: dict) -> Signal | None:
+    pts = [p for p in ev.curve() if p.ttft_median_ms is not None]
+    if len(pts) < 2:
+        return None
+    lo, hi = pts[0], pts[-1]
+    ratio = hi.ttft_median_ms / lo.ttft_median_ms if lo.ttft_median_ms else 0
+    if ratio < t["ttft_ratio"] and hi.ttft_median_ms < t["ttft_ms"]:
+        return None
+    queued = any(tr.stats.get("max_queued") for tr in ev.traces)
+    sev = "moderate" if queued or ratio >= 2 * t["ttft_ratio"] else "low"
+    return Signal(id="ttft-queueing", title="TTFT grows with load (queueing)", severity=sev,
+                  summary=f"median TTFT {_fmt(lo.ttft_median_ms)} ms at {_fmt(lo.level)} → {_fmt(hi.ttft_median_ms)} ms "
+                          f"at {_fmt(hi.level)} concurrency ({ratio:.1f}x)",
+                  evidence=[_ev(f"{_fmt(p.level)} concurrency: median TTFT {_fmt(p.ttft_median_ms)} ms",
+                                p.sources[0] if p.sources else None) for p in (lo, hi)],
+                  data={"ratio": round(ratio, 2), "ttft_high_ms": hi.ttft_median_ms})
+
+
+def tp_over_pcie(ev: RunEvidence, t: dict) -> Signal | None:
+    hw = ev.hardware
+    tp = ev.tp_size() or (hw.count if hw else None)
+    if not hw or hw.interconnect != "PCIe" or not tp or tp < 2:
+        return None
+    sev = "moderate" if tp >= 4 else "low"
+    evidence = [_ev(f"{hw.count}x {hw.gpu} ({hw.arch or 'unknown arch'}) joined by PCIe only"
+                    + (f", {hw.numa_nodes} NUMA nodes" if hw.numa_nodes else ""),
+                    Where(path=hw.source) if hw.source else None)]
+    if ev.tp_size():
+        evidence.append(_ev(f"tensor parallel size {tp}", Where(path=ev.server_args_source) if ev.server_args_source else None))
+    return Signal(id="tp-over-pcie", title="Tensor parallelism over PCIe only", severity=sev,
+                  summary=f"TP{tp} all-reduces every layer over PCIe", evidence=evidence,
+                  data={"tp": tp, "gpus": hw.count, "numa_nodes": hw.numa_nodes})
+
+
+def gpu_idle(ev: RunEvidence, t: dict) -> Signal | None:
+    hw = ev.hardware
+    util = hw.utilization_pct if hw else None
+    if util is None or float(util) >= t["util_pct"] or not ev.bench:
+        return None
+    return Signal(id="gpu-idle", title="GPUs mostly idle under load", severity="moderate",
+                  summary=f"GPU utilisation {util}% while the benchmark ran",
+                  evidence=[_ev(f"utilisation {util}%", Where(path=hw.source) if hw.source else None)],
+                  data={"util_pct": float(util)})
+
+
+DETECTORS: dict[str, Callable[[RunEvidence, dict], Signal | None]] = {
+    "throughput-plateau": throughput_plateau,
+    "low-single-stream-decode": low_single_stream_decode,
+    "running-cap-with-queue": running_cap_with_queue,
+    "kv-cache-pressure": kv_cache_pressure,
+    "cuda-graph-exceeded": cuda_graph_exceeded,
+    "moe-default-config": moe_default_config,
+    "ttft-queueing": ttft_queueing,
+    "tp-over-pcie": tp_over_pcie,
+    "gpu-idle": gpu_idle,
+}
+
+
+def load_thresholds(path: str | None) -> dict[str, dict[str, float]]:
+    import copy
+
+    merged = copy.deepcopy(THRESHOLDS)
+    if not path:
+        return merged
+    import tomllib
+
+    from kb.errors import InputError
+
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except OSError as e:
+        raise InputError(path, f"cannot be read ({e.strerror or e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise InputError(path, f"not valid TOML: {e}", getattr(e, "lineno", None)) from None
+    for sig, values in data.items():
+        if sig not in merged or not isinstance(values, dict):
+            raise InputError(path, f"unknown signal {sig!r}; known: {', '.join(merged)}")
+        for k, v in values.items():
+            if k not in merged[sig]:
+                raise InputError(path, f"[{sig}] has no threshold {k!r}; known: {', '.join(merged[sig]) or 'none'}")
+            merged[sig][k] = float(v)
+    return merged
+
+
+def detect(ev: RunEvidence, thresholds: dict | None = None) -> list[Signal]:
+    th = thresholds or THRESHOLDS
+    found = [s for name, fn in DETECTORS.items() if (s := fn(ev, th[name])) and s.severity != "none"]
+    return sorted(found, key=lambda s: -SEVERITY_ORDER[s.severity])

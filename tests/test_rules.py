@@ -1,0 +1,232 @@
+"""Each rule fires on the evidence it exists for and stays quiet otherwise.
+
+Rules read records (signals, server arguments, model profile, hardware), so the
+fixtures here are records; the parsers that produce them are tested on verbatim
+tool output elsewhere."""
+
+import shlex
+
+import pytest
+
+from kb.evidence import RunEvidence
+from kb.flags import catalog
+from kb.records import BenchRun, Event, Hardware, ModelProfile, ServerTrace, Where
+from kb.rules import RULES
+from kb.rules.base import RuleContext
+from kb.signals import detect
+
+GLM5 = dict(name="GLM-5-NVFP4", architecture="GlmMoeDsaForCausalLM", family="glm", is_moe=True, experts=256,
+            experts_per_token=8, expert_intermediate_size=2048, shared_experts=1, attention="MLA", heads=64,
+            mtp_layers=1, quantization="nvfp4")
+LLAMA = dict(name="Llama-3.1-70B", family="llama", is_moe=False, attention="GQA", heads=64, kv_heads=8, quantization="bf16")
+PRO6000 = dict(gpu="RTX PRO 6000 Blackwell", arch="SM120", count=8, interconnect="PCIe", numa_nodes=2)
+H100 = dict(gpu="H100", arch="SM90", count=8, interconnect="NVLink")
+
+
+def bench(*points, single=None, io=(1000, 1000)):
+    runs = [BenchRun(tool="sglang-bench", concurrency=c, total_throughput=t, input_len=io[0], output_len=io[1],
+                     ttft_ms={"median": ttft}, source=Where(path="bench.jsonl", line=i + 1))
+            for i, (c, t, ttft) in enumerate(points)]
+    if single:
+        runs.append(BenchRun(tool="sglang-bench", concurrency=1, output_throughput=single, tpot_ms={"median": 1000 / single}))
+    return runs
+
+
+def trace(cap=128, max_running=128, queued=0.9, usage=0.41, graph_false=0, max_graph_false=None, events=(),
+          captured=None, tokens=500000):
+    startup = {"max_running_requests": cap, "max_total_num_tokens": tokens}
+    if captured:
+        startup["cuda_graph_max_bs"] = captured
+    counts = {}
+    for e in events:
+        counts[e.kind] = counts.get(e.kind, 0) + 1
+    return ServerTrace(engine="sglang", source="server.log", startup=startup, events=list(events),
+                       stats={"samples": 100, "max_running": max_running, "queued_fraction": queued, "max_queued": 64,
+                              "max_token_usage": usage, "cuda_graph_false": graph_false,
+                              "max_running_cuda_graph_false": max_graph_false, "events": counts})
+
+
+MOE_EVENT = Event(kind="moe-default-config", where=Where(path="server.log", line=7), text="Using default MoE kernel config",
+                  data={"E": 257, "N": 256, "device_name": "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition",
+                        "path": "/x/configs/triton_3_4_0/E=257,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"})
+
+
+def run_rule(name, engine="sglang", version="0.5.8", model=None, hw=None, args=None, runs=(), traces=()):
+    ev = RunEvidence(engine=engine, engine_version=version, bench=list(runs), traces=list(traces),
+                     model=ModelProfile(**model) if model else None, hardware=Hardware(**hw) if hw else None,
+                     server_args=args or {}, model_path="org/model")
+    ctx = RuleContext(ev=ev, signals={s.id: s for s in detect(ev)}, engine=engine, catalog=catalog(engine, version))
+    (rule,) = [r for r in RULES if r.name == name]
+    return rule.check(ctx)
+
+
+def flag(p, name):
+    return next(c for c in p.changes if c.flag == name)
+
+
+# ---------------------------------------------------------------- KB101
+
+
+def test_running_cap_fires_when_pinned_with_queue():
+    p = run_rule("running-request-cap", runs=bench((64, 700, 900), (128, 806, 2000), (256, 880, 9000)),
+                 traces=[trace(cap=128)], args={"max_running_requests": 128})
+    assert flag(p, "--max-running-requests").new == 250  # 500,000 KV tokens / 2,000 tokens per request
+
+
+def test_running_cap_vllm_uses_max_num_seqs():
+    p = run_rule("running-request-cap", engine="vllm", version="0.11.0", runs=bench((8, 3307, 50), (16, 3940, 120), (32, 3082, 400)),
+                 traces=[trace(cap=8, max_running=8, tokens=None)], args={"max_num_seqs": 8})
+    assert flag(p, "--max-num-seqs").new == 32
+
+
+def test_running_cap_quiet_when_no_queue_and_scaling():
+    assert run_rule("running-request-cap", runs=bench((32, 1000, 100), (64, 1900, 110), (128, 3600, 130)),
+                    traces=[trace(cap=256, max_running=128, queued=0.0)]) is None
+
+
+# ---------------------------------------------------------------- KB102
+
+
+def test_cuda_graph_fires_on_eager_decode_batches():
+    p = run_rule("cuda-graph-ceiling", traces=[trace(cap=512, max_running=300, graph_false=40, max_graph_false=300, queued=0.0)],
+                 runs=bench((128, 2000, 100), (256, 2100, 200), (512, 2150, 900)), args={"cuda_graph_max_bs": 160})
+    change = flag(p, "--cuda-graph-max-bs")
+    assert change.new >= 300 and change.new % 8 == 0 and change.current == 160
+
+
+def test_cuda_graph_flag_name_follows_the_version():
+    p = run_rule("cuda-graph-ceiling", version="0.5.23", traces=[trace(cap=512, max_running=300, graph_false=40, max_graph_false=300)])
+    assert p.changes[0].flag == "--cuda-graph-max-bs-decode"
+
+
+def test_cuda_graph_quiet_when_batches_fit():
+    assert run_rule("cuda-graph-ceiling", traces=[trace(cap=128, max_running=64, queued=0.0, captured=256)],
+                    runs=bench((32, 1000, 100), (64, 1900, 110))) is None
+
+
+# ---------------------------------------------------------------- KB103
+
+
+def test_kv_capacity_fires_on_retractions_and_offers_fp8_kv_on_hopper():
+    retracts = [Event(kind="retract", where=Where(path="server.log", line=i), text="KV cache pool is full. Retract requests.")
+                for i in range(12)]
+    p = run_rule("kv-cache-capacity", hw=H100, traces=[trace(usage=0.99, events=retracts)], args={"mem_fraction_static": 0.85})
+    assert flag(p, "--mem-fraction-static").new == 0.89
+    assert flag(p, "--kv-cache-dtype").new == "fp8_e4m3"
+    assert p.severity == "severe"
+
+
+def test_kv_capacity_quiet_with_room():
+    assert run_rule("kv-cache-capacity", hw=H100, traces=[trace(usage=0.5)]) is None
+
+
+# ---------------------------------------------------------------- KB104
+
+
+def test_scheduler_fires_when_queue_with_low_usage_below_cap():
+    p = run_rule("scheduler-conservativeness", traces=[trace(cap=256, max_running=100, usage=0.3, queued=0.8)])
+    assert flag(p, "--schedule-conservativeness").new == 0.3
+
+
+def test_scheduler_quiet_when_memory_is_full():
+    assert run_rule("scheduler-conservativeness", traces=[trace(cap=256, max_running=250, usage=0.97, queued=0.8)]) is None
+
+
+# ---------------------------------------------------------------- KB105
+
+
+def test_moe_tuning_command_has_e_n_tp_and_destination():
+    p = run_rule("moe-kernel-config", model=GLM5, hw=PRO6000, traces=[trace(events=[MOE_EVENT])],
+                 runs=bench((128, 806, 2000), (256, 880, 9000)), args={"tp_size": 8})
+    tune = next(c for c in p.commands if "tuning_fused_moe_triton.py" in c)
+    argv = shlex.split(tune.split("  #")[0])
+    assert argv[argv.index("--tp-size") + 1] == "8" and argv[argv.index("--model") + 1] == "org/model"
+    assert "E=257,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition" in tune
+    assert any(c.startswith("cp ") and "/x/configs/triton_3_4_0/" in c for c in p.commands)
+
+
+def test_moe_shape_computed_from_config_without_warning():
+    p = run_rule("moe-kernel-config", model=GLM5, hw=PRO6000, runs=bench((128, 806, 2000), (256, 880, 9000)),
+                 args={"tp_size": 4})
+    assert "E=257,N=512" in " ".join(p.commands)  # shared expert fused; 2048 / TP4
+
+
+def test_moe_warning_is_a_red_herring_on_another_backend():
+    p = run_rule("moe-kernel-config", model=GLM5, hw=PRO6000, traces=[trace(events=[MOE_EVENT])],
+                 args={"moe_runner_backend": "flashinfer_cutlass"})
+    assert p.severity == "low" and "red herring" in p.title and not p.commands
+
+
+def test_moe_tuning_quiet_for_dense_model():
+    assert run_rule("moe-kernel-config", model=LLAMA, hw=H100, runs=bench((128, 806, 2000), (256, 880, 9000))) is None
+
+
+# ---------------------------------------------------------------- KB106
+
+
+def test_blackwell_nvfp4_moe_gets_flashinfer_cutlass():
+    p = run_rule("moe-runner-backend", model=GLM5, hw=PRO6000, runs=bench((128, 806, 2000), (256, 880, 9000)))
+    assert flag(p, "--moe-runner-backend").new == "flashinfer_cutlass" and p.severity == "severe"
+
+
+def test_moe_backend_quiet_on_hopper_or_when_set():
+    assert run_rule("moe-runner-backend", model=GLM5, hw=H100) is None
+    assert run_rule("moe-runner-backend", model=GLM5, hw=PRO6000, args={"moe_runner_backend": "flashinfer_cutlass"}) is None
+
+
+# ---------------------------------------------------------------- KB107
+
+
+def test_dp_attention_for_mla_moe_under_kv_pressure():
+    retracts = [Event(kind="retract", where=Where(path="s.log", line=1), text="Retract")]
+    p = run_rule("dp-attention", model=GLM5, hw=H100, args={"tp_size": 8}, traces=[trace(usage=0.99, events=retracts)],
+                 runs=bench((64, 2000, 100), (128, 2100, 300)))
+    assert flag(p, "--enable-dp-attention").new is True and flag(p, "--dp-size").new == 8
+
+
+def test_dp_attention_quiet_for_gqa_model():
+    assert run_rule("dp-attention", model=LLAMA, hw=H100, args={"tp_size": 8}, runs=bench((64, 2000, 100), (128, 2100, 300))) is None
+
+
+# ---------------------------------------------------------------- KB108
+
+
+def test_pcie_tp8_becomes_tp4_pp2():
+    p = run_rule("pcie-topology", model=GLM5, hw=PRO6000, args={"tp_size": 8})
+    assert flag(p, "--tp-size").new == 4 and flag(p, "--pp-size").new == 2
+
+
+def test_pcie_rule_quiet_on_nvlink():
+    assert run_rule("pcie-topology", model=GLM5, hw=H100, args={"tp_size": 8}) is None
+
+
+# ---------------------------------------------------------------- KB109
+
+
+def test_speculative_uses_mtp_layers_when_present():
+    p = run_rule("speculative-decoding", model=GLM5, hw=PRO6000, runs=bench(single=11))
+    assert flag(p, "--speculative-algorithm").new == "EAGLE"
+
+
+def test_speculative_quiet_when_single_stream_is_fast():
+    assert run_rule("speculative-decoding", model=GLM5, hw=H100, runs=bench(single=120)) is None
+
+
+# ---------------------------------------------------------------- KB110
+
+
+def test_eager_mode_flag_is_removed():
+    p = run_rule("eager-mode", engine="vllm", version="0.11.0", args={"enforce_eager": True})
+    assert p.changes[0].flag == "--enforce-eager" and p.changes[0].new is None
+
+
+def test_eager_mode_quiet_by_default():
+    assert run_rule("eager-mode") is None
+
+
+def test_every_rule_has_documented_headings_and_unique_id():
+    ids = [r.id for r in RULES]
+    assert len(ids) == len(set(ids))
+    for r in RULES:
+        for heading in ("What it flags:", "Why it matters:", "Evidence:", "Fix:"):
+            assert heading in r.doc, (r.id, heading)
