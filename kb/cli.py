@@ -120,6 +120,66 @@ def show(finding_id: str = typer.Argument(..., metavar="ID"), as_json: bool = ty
     typer.echo(json.dumps(render.finding_json(f), indent=2) if as_json else render.finding_full(f))
 
 
+def _run_options(paths, config, gpu, engine, launch, thresholds):
+    from ingest.run import read_run
+    from kb.signals import load_thresholds
+
+    ev = read_run(list(paths), config=config, gpu=gpu, engine=engine, launch=launch)
+    return ev, load_thresholds(thresholds)
+
+
+_PATHS = typer.Argument(..., help="Benchmark outputs, server logs, config.json, nvidia-smi output, or directories.")
+_CONFIG = typer.Option(None, "--config", help="config.json, a model directory, or a Hugging Face repo id in the local cache.")
+_GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides nvidia-smi files).')
+_ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
+_LAUNCH = typer.Option(None, "--launch", help="The launch command in use, quoted.")
+_THRESHOLDS = typer.Option(None, "--thresholds", help="TOML file overriding signal thresholds.")
+
+
+@app.command()
+def signals(paths: List[Path] = _PATHS, config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
+            engine: Optional[str] = _ENGINE, launch: Optional[str] = _LAUNCH, thresholds: Optional[str] = _THRESHOLDS,
+            as_json: bool = typer.Option(False, "--json")):
+    """The symptoms this run shows, with their evidence."""
+    from kb.signals import detect
+
+    _check_engine(engine)
+    ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
+    found = detect(ev, th)
+    if as_json:
+        _echo_json({"files": ev.files, "signals": [s.model_dump(mode="json") for s in found], "warnings": ev.warnings})
+        return
+    for f in ev.files:
+        typer.echo(f"{f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})"))
+    for s in found:
+        typer.echo(f"[{s.severity.upper()}] {s.id}: {s.summary}")
+        for e in s.evidence[:4]:
+            typer.echo(f"    · {e.text}" + (f"  ({e.where})" if e.where else ""))
+    if not found:
+        typer.echo("no signals: nothing in this evidence looks wrong")
+
+
+def _check_engine(engine):
+    if engine and engine not in ("sglang", "vllm"):
+        raise typer.BadParameter("expected sglang or vllm", param_hint="--engine")
+
+
+@app.command()
+def diagnose(paths: List[Path] = _PATHS, config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
+             engine: Optional[str] = _ENGINE, launch: Optional[str] = _LAUNCH, thresholds: Optional[str] = _THRESHOLDS,
+             as_json: bool = typer.Option(False, "--json")):
+    """Signals, then ranked recommendations with exact commands and the findings behind them."""
+    from kb import index as kbindex
+    from kb.diagnose import diagnose as run_diagnose, report
+
+    _check_engine(engine)
+    ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
+    store = _store()
+    store.sync(_loader())
+    d = run_diagnose(ev, kbindex.all_records(store.index_dir), th)
+    typer.echo(json.dumps(d.to_json(), indent=2, default=str) if as_json else report(d))
+
+
 def main() -> None:
     try:
         app()

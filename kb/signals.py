@@ -111,29 +111,28 @@ def running_cap_with_queue(ev: RunEvidence, t: dict) -> Signal | None:
     for tr in ev.traces:
         s = tr.stats
         cap_here = tr.startup.get("max_running_requests") or tr.startup.get("max_num_seqs") or cap
-        n = s.get("samples", 0)
-        max_run = s.get("max_running")
+        n = (s.get("samples") or 0)
+        max_run = s.get("running_max")
         if not n or not max_run:
             continue
-        queued_frac = s.get("queued_fraction", 0.0)
-        at_cap = s.get("at_max_running_with_queue", 0)
+        queued_frac = (s.get("queue_nonzero_frac") or 0)
         if queued_frac < t["queue_fraction"]:
             continue
         cap_used = int(cap_here) if cap_here else int(max_run)
         example = next((x for x in tr.samples if x.running and x.running >= cap_used and x.queued), None)
-        candidate = (tr, cap_used, max_run, queued_frac, at_cap, n, example)
+        candidate = (tr, cap_used, max_run, queued_frac, n, example)
         if best is None or queued_frac > best[3]:
             best = candidate
     if best is None:
         return None
-    tr, cap_used, max_run, queued_frac, at_cap, n, example = best
+    tr, cap_used, max_run, queued_frac, n, example = best
     if max_run < cap_used * 0.9:
         return None  # queueing below the cap is a KV or scheduler matter, not this one
     sev = "severe" if queued_frac >= t["pinned_fraction"] else "moderate"
     if n < t["min_samples"]:
         sev = band(sev, -1)
     evidence = [_ev(f"running requests reach {max_run} (cap {cap_used}) while {queued_frac:.0%} of {n} stats lines "
-                    f"show a waiting queue (max {tr.stats.get('max_queued')})", Where(path=tr.source))]
+                    f"show a waiting queue (max {tr.stats.get('queued_max')})", Where(path=tr.source))]
     if example:
         evidence.append(_ev(f"running {example.running}, queued {example.queued}"
                             + (f", token usage {example.token_usage:.2f}" if example.token_usage is not None else ""),
@@ -141,15 +140,15 @@ def running_cap_with_queue(ev: RunEvidence, t: dict) -> Signal | None:
     return Signal(id="running-cap-with-queue", title="Running requests pinned at the cap while requests queue",
                   severity=sev, summary=f"the server runs at most {cap_used} requests and queues the rest",
                   evidence=evidence,
-                  data={"cap": cap_used, "max_running": max_run, "queued_fraction": round(queued_frac, 3),
-                        "max_queued": tr.stats.get("max_queued"),
-                        "max_token_usage": tr.stats.get("max_token_usage")})
+                  data={"cap": cap_used, "running_max": max_run, "queue_nonzero_frac": round(queued_frac, 3),
+                        "queued_max": tr.stats.get("queued_max"),
+                        "token_usage_max": tr.stats.get("token_usage_max")})
 
 
 def kv_cache_pressure(ev: RunEvidence, t: dict) -> Signal | None:
     usage, events, evidence = 0.0, 0, []
     for tr in ev.traces:
-        u = tr.stats.get("max_token_usage") or 0.0
+        u = tr.stats.get("token_usage_max") or 0.0
         usage = max(usage, u)
         for kind in ("retract", "preempt"):
             n = tr.stats.get("events", {}).get(kind, 0)
@@ -171,12 +170,12 @@ def cuda_graph_exceeded(ev: RunEvidence, t: dict) -> Signal | None:
     """Decode batches larger than the largest captured CUDA-graph batch run eagerly."""
     for tr in ev.traces:
         s = tr.stats
-        off = s.get("cuda_graph_false", 0)
+        off = (s.get("cuda_graph_false") or 0)
         captured = tr.startup.get("cuda_graph_max_bs") or ev.arg("cuda_graph_max_bs")
-        max_run = s.get("max_running") or 0
+        max_run = s.get("running_max") or 0
         if not off and not (captured and max_run > int(captured)):
             continue
-        max_off = s.get("max_running_cuda_graph_false") or max_run
+        max_off = s.get("cuda_graph_false_running_max") or max_run
         sev = "severe" if off >= t["min_samples"] else "low"
         evidence = []
         if off:
@@ -191,7 +190,7 @@ def cuda_graph_exceeded(ev: RunEvidence, t: dict) -> Signal | None:
                       summary=f"decode batches up to {max_off} run without CUDA graphs"
                               + (f" (captured up to {captured})" if captured else ""),
                       evidence=evidence,
-                      data={"max_running": max(max_run, max_off), "captured_max_bs": int(captured) if captured else None,
+                      data={"running_max": max(max_run, max_off), "captured_max_bs": int(captured) if captured else None,
                             "eager_samples": off})
     return None
 
@@ -216,7 +215,7 @@ def ttft_queueing(ev: RunEvidence, t: dict) -> Signal | None:
     ratio = hi.ttft_median_ms / lo.ttft_median_ms if lo.ttft_median_ms else 0
     if ratio < t["ttft_ratio"] and hi.ttft_median_ms < t["ttft_ms"]:
         return None
-    queued = any(tr.stats.get("max_queued") for tr in ev.traces)
+    queued = any(tr.stats.get("queued_max") for tr in ev.traces)
     sev = "moderate" if queued or ratio >= 2 * t["ttft_ratio"] else "low"
     return Signal(id="ttft-queueing", title="TTFT grows with load (queueing)", severity=sev,
                   summary=f"median TTFT {_fmt(lo.ttft_median_ms)} ms at {_fmt(lo.level)} → {_fmt(hi.ttft_median_ms)} ms "

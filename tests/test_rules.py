@@ -41,9 +41,9 @@ def trace(cap=128, max_running=128, queued=0.9, usage=0.41, graph_false=0, max_g
     for e in events:
         counts[e.kind] = counts.get(e.kind, 0) + 1
     return ServerTrace(engine="sglang", source="server.log", startup=startup, events=list(events),
-                       stats={"samples": 100, "max_running": max_running, "queued_fraction": queued, "max_queued": 64,
-                              "max_token_usage": usage, "cuda_graph_false": graph_false,
-                              "max_running_cuda_graph_false": max_graph_false, "events": counts})
+                       stats={"samples": 100, "running_max": max_running, "queue_nonzero_frac": queued, "queued_max": 64,
+                              "token_usage_max": usage, "cuda_graph_false": graph_false,
+                              "cuda_graph_false_running_max": max_graph_false, "events": counts})
 
 
 MOE_EVENT = Event(kind="moe-default-config", where=Where(path="server.log", line=7), text="Using default MoE kernel config",

@@ -54,7 +54,7 @@ class RuleContext:
         return int(max((r.level() for r in self.ev.bench if r.concurrency), default=0))
 
     def max_running_seen(self) -> int:
-        return int(max((t.stats.get("max_running") or 0 for t in self.ev.traces), default=0))
+        return int(max((t.stats.get("running_max") or 0 for t in self.ev.traces), default=0))
 
 
 @dataclass

@@ -22,7 +22,7 @@ from kb.rules.base import Proposal, Rule, RuleContext, change, round_up, target_
 def check(ctx: RuleContext) -> Proposal | None:
     sig = ctx.signals.get("cuda-graph-exceeded")
     captured = ctx.arg("cuda_graph_max_bs") or (sig.data.get("captured_max_bs") if sig else None)
-    observed = max(ctx.max_running_seen(), sig.data.get("max_running", 0) if sig else 0)
+    observed = max(ctx.max_running_seen(), sig.data.get("running_max", 0) if sig else 0)
     cap_target = target_running_cap(ctx) if ctx.signals.get("throughput-plateau") or sig else None
     need = max(observed, cap_target or 0)
     if not sig and not (captured and need > int(captured)):
@@ -39,8 +39,9 @@ def check(ctx: RuleContext) -> Proposal | None:
     return Proposal(
         title=f"Capture CUDA graphs up to batch {new} ({flag.flag})",
         severity=sig.severity if sig else "moderate",
-        rationale=(f"decode batches up to {observed} occur but graphs are captured only up to {captured or 'the default'}; "
-                   "larger batches run without CUDA graphs."),
+        rationale=(f"graphs are captured only up to batch {captured or 'the default'} while the running batch "
+                   + (f"reaches {observed}" if observed > int(captured or 0) else f"is to grow to {cap_target}")
+                   + "; larger batches run without CUDA graphs."),
         changes=[flag], evidence=sig.evidence if sig else [],
         supporting=[s for s in ("cuda-graph-exceeded", "throughput-plateau") if s in ctx.signals],
         notes=["captured graphs take GPU memory: if start-up fails with OOM, lower the static memory fraction by 0.02"],

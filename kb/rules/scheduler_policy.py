@@ -24,9 +24,9 @@ def check(ctx: RuleContext) -> Proposal | None:
     for tr in ctx.ev.traces:
         s = tr.stats
         cap = tr.startup.get("max_running_requests") or ctx.arg("max_running_requests")
-        usage = s.get("max_token_usage")
-        if (ctx.engine == "sglang" and s.get("queued_fraction", 0) >= 0.3 and usage is not None and usage < 0.7
-                and cap and (s.get("max_running") or 0) < int(cap) * 0.9):
+        usage = s.get("token_usage_max")
+        if (ctx.engine == "sglang" and (s.get("queue_nonzero_frac") or 0) >= 0.3 and usage is not None and usage < 0.7
+                and cap and (s.get("running_max") or 0) < int(cap) * 0.9):
             c = change(ctx, "schedule_conservativeness", 0.3,
                        f"requests queue while KV usage peaks at {usage:.0%} and running stays below the cap {cap}")
             if c:

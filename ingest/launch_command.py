@@ -1,0 +1,237 @@
+"""Server launch commands, as people paste them: `python -m sglang.launch_server ...`,
+`sglang serve ...`, `vllm serve MODEL ...`, `python -m vllm.entrypoints.openai.api_server ...`,
+with `VAR=value` prefixes, `$ ` prompts, `\\` continuations and shell redirections.
+Tokenised with shlex; nothing is ever executed."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from kb.records import Where
+from ingest.serverlog import redact
+
+_PY_ENTRY = re.compile(
+    r"\bpython[\d.]*(?:\s+-[A-Za-z]+)*\s+-m\s+"
+    r"(sglang\.launch_server|sglang_router\.launch_server|vllm\.entrypoints\.openai\.api_server|vllm\.entrypoints\.api_server)\b"
+)
+_CLI_ENTRY = re.compile(r"\b(sglang|vllm) serve\b")
+_ENV_PREFIX = re.compile(r"((?:[A-Za-z_][A-Za-z0-9_]*=(?:\"[^\"]*\"|'[^']*'|\S*)\s+)+)$")
+# what may stand right before a bare `vllm serve` so that prose ("run vllm serve to ...") is not taken
+_CLI_LEAD = re.compile(r"(?:^|[$#>`;|&(]|\b(?:nohup|exec|time|sudo|env|run|--)|\S+[/:]\S*)\s*$")
+_CONTINUATION = re.compile(r"\\[ \t]*\r?\n[ \t]*(?:> )?")
+MAX_COMMAND_CHARS = 65536
+MAX_COMMANDS = 200
+
+
+class LaunchCommand(BaseModel):
+    """One server launch command line."""
+
+    engine: Literal["sglang", "vllm"]
+    entry: str  # "sglang.launch_server", "sglang serve", "vllm serve", "vllm.entrypoints.openai.api_server"
+    model: str | None = None
+    args: dict[str, Any] = Field(default_factory=dict)  # flags exactly as written → value (True for a switch)
+    norm_args: dict[str, Any] = Field(default_factory=dict)  # "--tp_size" → "tp-size"
+    positional: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    raw: str
+    source: Where | None = None
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """A flag's value under any spelling: get("tp-size") == get("--tp_size")."""
+        return self.norm_args.get(norm_flag(name), default)
+
+
+def norm_flag(flag: str) -> str:
+    return flag.lstrip("-").replace("_", "-").lower()
+
+
+def find_entry(text: str) -> tuple[int, int, re.Match, str] | None:
+    """(start of env prefix, start of the program word, entry match, engine) of the first
+    launch command in `text`."""
+    best = None
+    m = _PY_ENTRY.search(text)
+    if m:
+        best = (m, "vllm" if m.group(1).startswith("vllm") else "sglang")
+    for c in _CLI_ENTRY.finditer(text):
+        if best and c.start() > best[0].start():
+            break
+        if _cli_context(text, c):
+            best = (c, c.group(1))
+            break
+    if not best:
+        return None
+    m, engine = best
+    word = _word_start(text, m.start())  # keep a path in front: /opt/venv/bin/python3
+    env = _ENV_PREFIX.search(text, max(0, word - 4096), word)
+    start = env.start() if env else word
+    lead = text[:start].strip()
+    if lead.startswith("#") and not lead.startswith("#!"):
+        return None  # a commented-out command
+    return start, word, m, engine
+
+
+def _word_start(text: str, i: int) -> int:
+    stop = max(0, i - 4096)
+    while i > stop and not text[i - 1].isspace() and text[i - 1] not in "`'\"(;|&=":
+        i -= 1
+    return i
+
+
+def _cli_context(text: str, m: re.Match) -> bool:
+    """A bare `vllm serve` counts at a command position or before a model path or flag,
+    so that prose ("run vllm serve to start it") is not taken for a command."""
+    word = _word_start(text, m.start())
+    env = _ENV_PREFIX.search(text, max(0, word - 4096), word)
+    lead_end = env.start() if env else word
+    if _CLI_LEAD.search(text[max(0, lead_end - 200):lead_end]):
+        return True
+    nxt = text[m.end():m.end() + 300].split(None, 1)
+    return bool(nxt) and (nxt[0][0] in "-$~./" or "/" in nxt[0])
+
+
+def parse_launch_command(text: str, where: Where | None = None) -> LaunchCommand | None:
+    """The first launch command in `text` (continuations already joined or not), else None."""
+    text = re.sub(r"\\\s*$", "", _CONTINUATION.sub(" ", text))  # a capture may end mid-continuation
+    found = find_entry(text)
+    if not found:
+        return None
+    start, word, m, engine = found
+    env_text = text[start:word]
+    tail = _cut_shell_tail(text[m.end(): m.end() + MAX_COMMAND_CHARS])
+    raw = (text[start: m.end()] + tail).strip()
+    env = {}
+    for tok in _split(env_text):
+        key, _, value = tok.partition("=")
+        env[key] = redact(key, value)
+    entry = m.group(1) if m.re is _PY_ENTRY else f"{m.group(1)} serve"
+    tokens = _split(tail)
+    positional: list[str] = []
+    if entry.endswith(" serve") and tokens and not _is_flag(tokens[0]):
+        positional.append(tokens.pop(0))  # `vllm serve MODEL`
+    args = _flags(tokens, positional)
+    raw = _scrub(raw, [k for k, v in args.items() if v == "<redacted>"], [k for k, v in env.items() if v == "<redacted>"])
+    norm = {norm_flag(k): v for k, v in args.items()}
+    model = norm.get("model-path") or norm.get("model")
+    if not isinstance(model, str):
+        model = positional[0] if entry == "vllm serve" and positional else None
+    return LaunchCommand(engine=engine, entry=entry, model=model, args=args, norm_args=norm,
+                         positional=positional, env=env, raw=raw[:MAX_COMMAND_CHARS], source=where)
+
+
+def _scrub(raw: str, flags: list[str], env_keys: list[str]) -> str:
+    """`raw` without the values of credential flags and variables (--api-key, HF_TOKEN=...)."""
+    for f in flags:
+        raw = re.sub(rf"({re.escape(f)}(?:=|\s+))(\"[^\"]*\"|'[^']*'|\S+)", r"\1<redacted>", raw)
+    for k in env_keys:
+        raw = re.sub(rf"(\b{re.escape(k)}=)(\"[^\"]*\"|'[^']*'|\S+)", r"\1<redacted>", raw)
+    return raw
+
+
+def _is_flag(tok: str) -> bool:
+    return len(tok) > 1 and tok[0] == "-" and not re.match(r"-\.?\d", tok)
+
+
+def _flags(tokens: list[str], positional: list[str]) -> dict[str, Any]:
+    args: dict[str, Any] = {}
+    i, n = 0, len(tokens)
+    while i < n:
+        tok = tokens[i]
+        i += 1
+        if not _is_flag(tok):
+            positional.append(tok)
+            continue
+        if tok.startswith("--") and "=" in tok:
+            key, _, value = tok.partition("=")
+            args[key] = redact(key, value)
+            continue
+        values = []
+        while i < n and not _is_flag(tokens[i]):
+            values.append(tokens[i])
+            i += 1
+        value: Any = True if not values else values[0] if len(values) == 1 else values
+        args[tok] = redact(tok, value)
+    return args
+
+
+def _split(text: str) -> list[str]:
+    for attempt in (text, text + '"', text + "'"):
+        try:
+            return shlex.split(attempt, comments=True)
+        except ValueError:
+            continue
+    return text.split()
+
+
+def _cut_shell_tail(text: str) -> str:
+    """The command's own words: up to the first unquoted pipe, `;`, `&`, redirection, backtick
+    or comment (a `2>&1` loses its `2`)."""
+    quote = ""
+    for i, c in enumerate(text):
+        if quote:
+            if c == quote:
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c in "|;&<>`\n" or (c == "#" and (i == 0 or text[i - 1].isspace())):
+            if c in "<>" and i and text[i - 1].isdigit() and (i < 2 or text[i - 2].isspace()):
+                return text[: i - 1]
+            return text[:i]
+    return text
+
+
+class LaunchCommandLines:
+    """LineParser: launch commands inside any capture (terminal session, script, notes),
+    joining `\\` continuation lines, including an env prefix on the lines before."""
+
+    kind = "launch-command"
+
+    def __init__(self, path: str) -> None:
+        self.path = str(path)
+        self.found: list[LaunchCommand] = []
+        self.seen: set[str] = set()
+        self.pending: list[str] = []  # the command being read
+        self.pending_line = 0
+        self.before: list[str] = []  # continued lines just before, which may carry `VAR=...`
+
+    def feed(self, lineno: int, line: str) -> None:
+        if self.pending:
+            self.pending.append(line)
+            if _continues(line) and sum(map(len, self.pending)) < MAX_COMMAND_CHARS and len(self.pending) < 500:
+                return
+            self._finish()
+            return
+        if ("launch_server" in line or " serve" in line or "api_server" in line) and find_entry(line):
+            self.pending, self.pending_line = self.before + [line], lineno - len(self.before)
+            self.before = []
+            if not _continues(line):
+                self._finish()
+            return
+        # a comment ends at its newline even when it ends with a backslash
+        if _continues(line) and not line.lstrip().startswith("#") and len(self.before) < 20:
+            self.before.append(line)
+        else:
+            self.before = []
+
+    def _finish(self) -> None:
+        text = "\n".join(self.pending)
+        self.pending = []
+        try:
+            cmd = parse_launch_command(text, Where(path=self.path, line=self.pending_line))
+        except (ValueError, TypeError):
+            cmd = None
+        if cmd and cmd.raw not in self.seen and len(self.found) < MAX_COMMANDS:
+            self.seen.add(cmd.raw)
+            self.found.append(cmd)
+
+    def results(self) -> list[LaunchCommand]:
+        if self.pending:
+            self._finish()
+        return list(self.found)
+
+
+def _continues(line: str) -> bool:
+    return line.rstrip().endswith("\\")

@@ -1,0 +1,307 @@
+"""A run's files → RunEvidence: recognise each file by its content, not its name.
+
+JSON (whole document or one per line) goes to the JSON readers; anything else is
+streamed once, line by line, through every line parser, so a terminal capture that
+mixes a launch command, start-up lines, Decode batch lines and a benchmark block
+yields each part. Directories are walked without following links; FIFOs, devices
+and binaries are reported as skipped, never read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from kb.errors import InputError, KbError
+from kb.evidence import RunEvidence
+from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
+from ingest.textfile import SNIFF_BYTES
+
+MAX_JSON_BYTES = 256 * 2**20  # a larger .json is read as JSON lines
+MAX_FILES = 10_000
+
+
+def _line_parsers(path: str) -> list:
+    from ingest import genai_perf, nvidia_smi, sglang_bench, sglang_log, vllm_bench, vllm_log
+    from ingest.launch_command import LaunchCommandLines
+
+    classes = [sglang_bench.SglangBenchText, vllm_bench.VllmBenchText, genai_perf.GenAiPerfCsv,
+               sglang_log.SglangLog, vllm_log.VllmLog, LaunchCommandLines, *nvidia_smi.PARSERS]
+    return [cls(path) for cls in classes]
+
+
+def _json_readers() -> list:
+    from ingest import genai_perf, guidellm, sglang_bench, vllm_bench
+    from ingest.hf_config import HfConfigReader
+
+    return [HfConfigReader(), *[cls() for m in (sglang_bench, vllm_bench, guidellm, genai_perf) for cls in m.READERS]]
+
+
+def walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str | None]]:
+    """(file, None) for every regular file, or (path, why skipped)."""
+    seen = 0
+    for p in paths:
+        if not os.path.lexists(p):
+            raise InputError(p, "no such file or directory")
+        if p.is_dir() and not p.is_symlink():
+            for root, dirs, files in os.walk(p, followlinks=False):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                for name in sorted(files):
+                    seen += 1
+                    if seen > MAX_FILES:
+                        yield Path(root) / name, f"more than {MAX_FILES} files: the rest were not read"
+                        return
+                    yield from _check(Path(root) / name)
+        else:
+            yield from _check(p)
+
+
+def _check(p: Path) -> Iterator[tuple[Path, str | None]]:
+    try:
+        st = os.stat(p)  # follows a symlink to a file, but os.walk never descends linked dirs
+    except OSError as e:
+        yield p, f"cannot be read ({e.strerror})"
+        return
+    if not stat.S_ISREG(st.st_mode):
+        yield p, "not a regular file (FIFO, device or socket)"
+    elif st.st_size == 0:
+        yield p, "empty"
+    else:
+        yield p, None
+
+
+def _describe(records: list) -> str:
+    parts = []
+    bench = [r for r in records if isinstance(r, BenchRun)]
+    if bench:
+        levels = sorted({int(r.level()) for r in bench})
+        parts.append(f"{len(bench)} benchmark run{'s' * (len(bench) != 1)} ({bench[0].tool}; load "
+                     + ", ".join(map(str, levels[:8])) + ("…" if len(levels) > 8 else "") + ")")
+    for t in (r for r in records if isinstance(r, ServerTrace)):
+        ev = ", ".join(f"{n} {k}" for k, n in t.stats.get("events", {}).items())
+        parts.append(f"{t.engine} log: {t.stats.get('samples', 0)} stats lines" + (f", events: {ev}" if ev else ""))
+    for m in (r for r in records if isinstance(r, ModelProfile)):
+        parts.append(f"model config: {m.name or m.architecture}" + (f" (MoE {m.experts}×top-{m.experts_per_token})" if m.is_moe else ""))
+    for h in (r for r in records if isinstance(r, Hardware)):
+        parts.append(f"GPU facts: {h.count}x {h.gpu}" + (f", {h.interconnect}" if h.interconnect else ""))
+    launches = [r for r in records if type(r).__name__ == "LaunchCommand"]
+    if launches:
+        parts.append(f"launch command ({launches[0].engine})")
+    return "; ".join(parts)
+
+
+def _kinds(records: list, fallback: str) -> str:
+    kinds = []
+    for r in records:
+        k = getattr(r, "_kind", None) or fallback
+        if k not in kinds:
+            kinds.append(k)
+    return ", ".join(kinds)
+
+
+def read_file(p: Path) -> tuple[list, list[str]]:
+    """Records from one file and the kinds recognised in it."""
+    with open(p, "rb") as fh:
+        head = fh.read(SNIFF_BYTES)
+    if b"\x00" in head:
+        return [], []
+    first = head.lstrip()[:1]
+    if first in (b"{", b"["):
+        found = _read_json(p)
+        if found is not None:
+            return found
+    return _read_lines(p)
+
+
+def _read_json(p: Path) -> tuple[list, list[str]] | None:
+    readers = _json_readers()
+    shown = str(p)
+    size = p.stat().st_size
+    if size <= MAX_JSON_BYTES:
+        try:
+            doc = json.loads(p.read_bytes())
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            doc = None
+        if doc is not None:
+            for r in readers:
+                out = r.read(doc, shown, None)
+                if out:
+                    return out, [r.kind]
+            if isinstance(doc, dict) and ("quantization" in doc or "producer" in doc):
+                return [], ["hf-quant-config"]
+    # JSON lines: one document per line (sglang bench_serving --output-file appends)
+    records, kinds, any_json = [], [], False
+    with open(p, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                doc = json.loads(line)
+            except (ValueError, RecursionError):
+                continue
+            any_json = True
+            for r in readers:
+                out = r.read(doc, shown, n)
+                if out:
+                    records += out
+                    if r.kind not in kinds:
+                        kinds.append(r.kind)
+                    break
+    return (records, kinds) if records or any_json else None
+
+
+def _read_lines(p: Path) -> tuple[list, list[str]]:
+    parsers = _line_parsers(str(p))
+    with open(p, encoding="utf-8", errors="replace", newline=None) as fh:
+        for n, line in enumerate(fh, 1):
+            line = line.rstrip("\n")
+            for parser in parsers:
+                parser.feed(n, line)
+    records, kinds = [], []
+    hw = []
+    for parser in parsers:
+        found = parser.results()
+        if not found:
+            continue
+        kinds.append(parser.kind)
+        if found and isinstance(found[0], Hardware):
+            hw += found
+        else:
+            records += found
+    if hw:
+        from ingest.nvidia_smi import merge_hardware
+
+        records.append(merge_hardware(hw))
+    return records, kinds
+
+
+def read_run(paths: list[Path], config: str | None = None, gpu: str | None = None, engine: str | None = None,
+             launch: str | None = None) -> RunEvidence:
+    """Everything the files (and options) say about one run."""
+    ev = RunEvidence()
+    launches, hardware, models = [], [], []
+    for p, skipped in walk(paths):
+        if skipped:
+            ev.files.append({"path": str(p), "skipped": skipped})
+            continue
+        try:
+            records, kinds = read_file(p)
+        except KbError:
+            raise
+        except OSError as e:
+            ev.files.append({"path": str(p), "skipped": f"cannot be read ({e.strerror or e})"})
+            continue
+        if not records and not kinds:
+            ev.files.append({"path": str(p), "skipped": "not a recognised format (benchmark output, server log, "
+                                                        "launch command, config.json or nvidia-smi output)"})
+            continue
+        ev.files.append({"path": str(p), "kind": ", ".join(kinds), "yielded": _describe(records) or "nothing usable"})
+        for r in records:
+            if isinstance(r, BenchRun):
+                ev.bench.append(r)
+            elif isinstance(r, ServerTrace):
+                ev.traces.append(r)
+            elif isinstance(r, ModelProfile):
+                models.append(r)
+            elif isinstance(r, Hardware):
+                hardware.append(r)
+            elif type(r).__name__ == "LaunchCommand":
+                launches.append(r)
+    if launch:
+        from ingest.launch_command import parse_launch_command
+
+        cmd = parse_launch_command(launch)
+        if cmd is None:
+            raise InputError("--launch", "expected a `python -m sglang.launch_server …` or `vllm serve …` command")
+        launches.append(cmd)
+    explicit_model = None
+    if config:
+        from ingest.hf_config import load_profile
+
+        explicit_model = load_profile(config)
+    if gpu:
+        from ingest.nvidia_smi import hardware_from_string
+
+        hw, warnings = hardware_from_string(gpu)
+        ev.warnings += warnings
+        hardware.insert(0, hw)
+    _merge(ev, launches, hardware, models, explicit_model, engine)
+    return ev
+
+
+def _norm(key: str) -> str:
+    return key.lstrip("-").replace("-", "_")
+
+
+def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: list[ModelProfile],
+           explicit_model: ModelProfile | None, engine: str | None) -> None:
+    """One picture from many files: explicit options first, then the launch command,
+    then what the server and benchmark reported."""
+    from ingest.nvidia_smi import merge_hardware
+
+    cmd = launches[-1] if launches else None
+    ev.engine = engine or (cmd.engine if cmd else None) or next((t.engine for t in ev.traces), None) \
+        or _engine_from_bench(ev.bench)
+    ev.engine_version = next((t.engine_version for t in ev.traces if t.engine_version), None) \
+        or next((r.engine_version for r in ev.bench if r.engine_version), None)
+    args: dict = {}
+    for t in ev.traces:
+        args.update({_norm(k): v for k, v in t.server_args.items()})
+        ev.server_args_source = ev.server_args_source or t.source
+    for r in ev.bench:
+        if r.server_args:
+            args.update({_norm(k): v for k, v in r.server_args.items()})
+            ev.server_args_source = ev.server_args_source or (str(r.source) if r.source else None)
+    if cmd:
+        args.update({_norm(k): v for k, v in cmd.norm_args.items()})
+        ev.server_args_source = str(cmd.source) if cmd.source else "launch command"
+        ev.launch_argv = _argv(cmd)
+        ev.launch_env = dict(cmd.env)
+    ev.server_args = args
+    ev.model_path = (cmd.model if cmd else None) or args.get("model_path") or args.get("model") \
+        or next((r.model for r in ev.bench if r.model), None)
+    if explicit_model:
+        ev.model = explicit_model
+    elif models:  # a config.json found among the files is named after the served model
+        ev.model = models[0].model_copy(update={"name": ev.model_path}) if ev.model_path else models[0]
+    explicit = [h for h in hardware if (h.source or "").startswith("--gpu")]
+    found = [h for h in hardware if h not in explicit]
+    if explicit:
+        hw = explicit[0]
+        seen = merge_hardware(found) if found else None
+        if seen and seen.interconnect and "PCIe" not in (hw.source or "") and "NVLink" not in (hw.source or ""):
+            hw = hw.model_copy(update={"interconnect": seen.interconnect, "numa_nodes": seen.numa_nodes,
+                                       "links": seen.links})
+        ev.hardware = hw
+    elif found:
+        ev.hardware = merge_hardware(found)
+
+
+def _engine_from_bench(runs: list[BenchRun]) -> str | None:
+    for r in runs:
+        b = (r.backend or "").lower()
+        if "sglang" in b:
+            return "sglang"
+        if "vllm" in b:
+            return "vllm"
+    return None
+
+
+def _argv(cmd) -> list[str]:
+    """The launch command as argv (without its environment prefix)."""
+    import shlex
+
+    text = cmd.raw.replace("\\\n", " ")
+    try:
+        words = shlex.split(text, comments=False)
+    except ValueError:
+        return []
+    for i, w in enumerate(words):
+        if "=" in w and not w.startswith("-") and i < len(words) - 1 and w.split("=", 1)[0].isidentifier():
+            continue
+        return words[i:]
+    return words

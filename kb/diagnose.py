@@ -1,0 +1,135 @@
+"""`kb diagnose`: evidence → signals → ranked recommendations, and their report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kb.evidence import RunEvidence
+from kb.flags import Catalog, catalog
+from kb.records import Finding, Recommendation, Signal
+
+
+@dataclass
+class Diagnosis:
+    ev: RunEvidence
+    engine: str | None
+    catalog: Catalog | None
+    signals: list[Signal]
+    recommendations: list[Recommendation]
+    combined: str | None
+    warnings: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        ev = self.ev
+        return {
+            "engine": self.engine, "engine_version": ev.engine_version,
+            "flag_catalog": f"{self.catalog.engine} {self.catalog.version}" if self.catalog else None,
+            "model": ev.model.model_dump(mode="json") if ev.model else None,
+            "hardware": ev.hardware.model_dump(mode="json") if ev.hardware else None,
+            "server_args": ev.server_args, "files": ev.files,
+            "curve": [p.model_dump(mode="json", exclude={"sources"}) for p in ev.curve()],
+            "signals": [s.model_dump(mode="json") for s in self.signals],
+            "recommendations": [r.model_dump(mode="json") for r in self.recommendations],
+            "combined_command": self.combined, "warnings": self.warnings,
+        }
+
+
+def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None = None) -> Diagnosis:
+    from kb.recommend import combined_command, recommend
+    from kb.signals import detect
+
+    signals = detect(ev, thresholds)
+    warnings = list(ev.warnings)
+    engine = ev.engine
+    if not engine:
+        warnings.append("engine unknown (no launch command, server log or --engine): no commands can be written")
+        return Diagnosis(ev, None, None, signals, [], None, warnings)
+    cat = catalog(engine, ev.engine_version)
+    if cat.note():
+        warnings.append(cat.note())
+    elif not ev.engine_version:
+        warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
+    recs = recommend(ev, signals, engine, cat, findings)
+    return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings)
+
+
+# ------------------------------------------------------------------ text report
+
+
+def _opt(v, fmt: str) -> str:
+    width = int(fmt.split(",")[0])
+    return format(v, fmt) if v is not None else "-".rjust(width)
+
+
+def _where(w) -> str:
+    return f"  ({w})" if w else ""
+
+
+def _model_line(ev: RunEvidence) -> str:
+    m = ev.model
+    if not m:
+        return "model unknown"
+    bits = [m.name or m.architecture or "model"]
+    if m.is_moe:
+        bits.append(f"MoE {m.experts}×top-{m.experts_per_token}, expert N {m.expert_intermediate_size}")
+    if m.attention:
+        bits.append(m.attention)
+    if m.quantization:
+        bits.append(m.quantization)
+    return ", ".join(bits)
+
+
+def _hw_line(ev: RunEvidence) -> str:
+    hw = ev.hardware
+    if not hw:
+        return "hardware unknown"
+    s = f"{hw.count}x {hw.gpu}" + (f" ({hw.arch})" if hw.arch else "")
+    if hw.interconnect:
+        s += f", {hw.interconnect}"
+    if hw.numa_nodes:
+        s += f", {hw.numa_nodes} NUMA nodes"
+    return s
+
+
+def report(d: Diagnosis) -> str:
+    ev = d.ev
+    out = [f"kb diagnose — {d.engine or 'engine?'} {ev.engine_version or ''}".rstrip()
+           + f" · {_model_line(ev)} · {_hw_line(ev)}", ""]
+    out.append("Files")
+    for f in ev.files:
+        out.append(f"  {f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})"))
+    pts = ev.curve()
+    if pts:
+        out += ["", "Throughput curve", f"  {'load':>8}  {'total tok/s':>12}  {'output tok/s':>12}  {'TTFT p50 ms':>11}  runs"]
+        for p in pts:
+            out.append(f"  {p.level:>8g}  {p.throughput:>12,.1f}  {_opt(p.output_throughput, '12,.1f')}  "
+                       f"{_opt(p.ttft_median_ms, '11,.0f')}  {p.runs}")
+    out += ["", "Signals"]
+    if not d.signals:
+        out.append("  none: nothing in this evidence looks wrong")
+    for s in d.signals:
+        out.append(f"  [{s.severity.upper()}] {s.id}: {s.summary}")
+        for e in s.evidence[:4]:
+            out.append(f"      · {e.text}{_where(e.where)}")
+    out += ["", "Recommendations"]
+    if not d.recommendations:
+        out.append("  none")
+    for r in d.recommendations:
+        out.append(f"  {r.rank}. {r.title}  [{r.rule} · {r.severity} · confidence {r.confidence:.2f}]")
+        out.append(f"     why: {r.rationale}")
+        for f in r.flags:
+            cur = "(unset)" if f.current is None else f.current
+            new = "(remove)" if f.new is None else ("(on)" if f.new is True else f.new)
+            out.append(f"     flag: {f.flag} {cur} → {new}: {f.why}")
+        for c in r.commands:
+            out.append(f"     $ {c}")
+        out.append(f"     expected gain: {r.expected_gain or 'unmeasured for this context'}")
+        for c in r.findings:
+            out.append(f"     finding: {c.id} (similarity {c.similarity:.2f}): {c.gain or 'no measured gain'} — {c.source}")
+        for n in r.notes:
+            out.append(f"     note: {n}")
+    if d.combined:
+        out += ["", "All changes together (low-severity ones left out)", f"  $ {d.combined}"]
+    for w in d.warnings:
+        out.append(f"warning: {w}")
+    return "\n".join(out)
