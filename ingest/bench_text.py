@@ -243,7 +243,7 @@ class ServingBenchText:
             num_prompts=bc.count(args.get("num_prompts")),
             input_len=bc.per_request(extra.get("total_input_tokens"), completed),
             output_len=bc.per_request(extra.get("total_output_tokens"), completed),
-            server_args={"bench": extra} if extra else None,
+            server_args={"bench": kept} if (kept := {k: v for k, v in extra.items() if v is not None}) else None,
             **fields, **{k: bc.with_median(v) for k, v in stats.items()},
         )
         return run if bc.has_throughput(run) else None

@@ -1,27 +1,56 @@
-"""Which reader handles a file, and walking directories."""
+"""Which reader handles a file: findings markdown (into the index) or run evidence
+(benchmarks, logs, configs, nvidia-smi; read by ingest.run). Decided by content;
+a `.md` name only settles the markdown case for a file with a single heading."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from kb.errors import InputError
 from kb.records import Finding
+from ingest.textfile import SNIFF_BYTES
+
+_HEADING = re.compile(rb"^#{1,6} \S", re.M)
+_FENCE = re.compile(rb"^(```|~~~).*?^(```|~~~)", re.M | re.S)
 
 
-def expand_paths(paths: list[Path]) -> list[Path]:
-    """Files named, and the markdown files below directories named."""
-    out: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*.md") if q.is_file() and q.name != "FORMAT.md"))
-        elif p.exists():
-            out.append(p)
+def is_findings(p: Path) -> bool:
+    if p.suffix.lower() in (".md", ".markdown"):
+        return True
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(4 * SNIFF_BYTES)
+    except OSError:
+        return False
+    if b"\x00" in head or head.lstrip()[:1] in (b"{", b"["):
+        return False
+    return len(_HEADING.findall(_FENCE.sub(b"", head))) >= 2
+
+
+def split_paths(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, str]]]:
+    """(findings files, run-evidence files, skipped with why) for files and directories."""
+    from ingest.run import walk
+
+    findings, evidence, skipped = [], [], []
+    for p, why in walk(paths):
+        if why:
+            skipped.append((p, why))
+        elif p.name == "FORMAT.md":
+            continue
+        elif is_findings(p):
+            findings.append(p)
         else:
-            raise InputError(p, "no such file or directory")
-    return out
+            evidence.append(p)
+    return findings, evidence, skipped
 
 
 def load_findings(path: Path, shown: str) -> list[Finding]:
     from ingest.markdown import read_findings
 
     return read_findings(path, shown)
+
+
+def require_file(p: Path) -> None:
+    if not p.exists():
+        raise InputError(p, "no such file or directory")

@@ -15,7 +15,7 @@ import stat
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from kb.errors import InputError, KbError
+from kb.errors import InputError
 from kb.evidence import RunEvidence
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
 from ingest.textfile import SNIFF_BYTES
@@ -82,7 +82,9 @@ def _describe(records: list) -> str:
                      + ", ".join(map(str, levels[:8])) + ("…" if len(levels) > 8 else "") + ")")
     for t in (r for r in records if isinstance(r, ServerTrace)):
         ev = ", ".join(f"{n} {k}" for k, n in t.stats.get("events", {}).items())
-        parts.append(f"{t.engine} log: {t.stats.get('samples', 0)} stats lines" + (f", events: {ev}" if ev else ""))
+        facts = ", ".join(list(t.startup)[:4])
+        parts.append(f"{t.engine} log: {t.stats.get('samples', 0)} stats lines" + (f", events: {ev}" if ev else "")
+                     + (f", start-up: {facts}" if facts else "") + (f", {len(t.server_args)} server args" if t.server_args else ""))
     for m in (r for r in records if isinstance(r, ModelProfile)):
         parts.append(f"model config: {m.name or m.architecture}" + (f" (MoE {m.experts}×top-{m.experts_per_token})" if m.is_moe else ""))
     for h in (r for r in records if isinstance(r, Hardware)):
@@ -93,30 +95,22 @@ def _describe(records: list) -> str:
     return "; ".join(parts)
 
 
-def _kinds(records: list, fallback: str) -> str:
-    kinds = []
-    for r in records:
-        k = getattr(r, "_kind", None) or fallback
-        if k not in kinds:
-            kinds.append(k)
-    return ", ".join(kinds)
-
-
-def read_file(p: Path) -> tuple[list, list[str]]:
-    """Records from one file and the kinds recognised in it."""
+def read_file(p: Path, warnings: list[str]) -> tuple[list, list[str]]:
+    """Records from one file and the kinds recognised in it; problems with parts of
+    the file (a broken JSON line) are appended to `warnings` with file and line."""
     with open(p, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
     if b"\x00" in head:
         return [], []
     first = head.lstrip()[:1]
     if first in (b"{", b"["):
-        found = _read_json(p)
+        found = _read_json(p, warnings)
         if found is not None:
             return found
     return _read_lines(p)
 
 
-def _read_json(p: Path) -> tuple[list, list[str]] | None:
+def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
     readers = _json_readers()
     shown = str(p)
     size = p.stat().st_size
@@ -131,9 +125,9 @@ def _read_json(p: Path) -> tuple[list, list[str]] | None:
                 if out:
                     return out, [r.kind]
             if isinstance(doc, dict) and ("quantization" in doc or "producer" in doc):
-                return [], ["hf-quant-config"]
+                return [], ["hf-quant-config (read with the config.json beside it)"]
     # JSON lines: one document per line (sglang bench_serving --output-file appends)
-    records, kinds, any_json = [], [], False
+    records, kinds, any_json, broken = [], [], False, []
     with open(p, encoding="utf-8", errors="replace") as fh:
         for n, line in enumerate(fh, 1):
             line = line.strip()
@@ -142,6 +136,7 @@ def _read_json(p: Path) -> tuple[list, list[str]] | None:
             try:
                 doc = json.loads(line)
             except (ValueError, RecursionError):
+                broken.append(n)
                 continue
             any_json = True
             for r in readers:
@@ -151,6 +146,9 @@ def _read_json(p: Path) -> tuple[list, list[str]] | None:
                     if r.kind not in kinds:
                         kinds.append(r.kind)
                     break
+    if records and broken:
+        warnings.append(f"{p}:{broken[0]}: not valid JSON, line skipped"
+                        + (f" (and {len(broken) - 1} more lines)" if len(broken) > 1 else ""))
     return (records, kinds) if records or any_json else None
 
 
@@ -189,9 +187,7 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
             ev.files.append({"path": str(p), "skipped": skipped})
             continue
         try:
-            records, kinds = read_file(p)
-        except KbError:
-            raise
+            records, kinds = read_file(p, ev.warnings)
         except OSError as e:
             ev.files.append({"path": str(p), "skipped": f"cannot be read ({e.strerror or e})"})
             continue
@@ -199,7 +195,7 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
             ev.files.append({"path": str(p), "skipped": "not a recognised format (benchmark output, server log, "
                                                         "launch command, config.json or nvidia-smi output)"})
             continue
-        ev.files.append({"path": str(p), "kind": ", ".join(kinds), "yielded": _describe(records) or "nothing usable"})
+        ev.files.append({"path": str(p), "kind": ", ".join(kinds), "yielded": _describe(records) or "no values on its own"})
         for r in records:
             if isinstance(r, BenchRun):
                 ev.bench.append(r)

@@ -62,6 +62,13 @@ def read(doc: Any, path: str, line: int | None) -> list[BenchRun] | None:
         server_args["bench"] = extra
     if fields["accept_length"] is None:
         fields["accept_length"] = spec_len
+    # sglang ≤0.4.0 wrote only output_throughput; its other rates are these same quotients.
+    duration = fields["duration_s"]
+    if duration:
+        if fields["request_throughput"] is None and completed is not None:
+            fields["request_throughput"] = completed / duration
+        if fields["input_throughput"] is None and bc.num(total_in) is not None:
+            fields["input_throughput"] = bc.num(total_in) / duration
     model = doc.get("model") or server_args.get("served_model_name") or server_args.get("model_path")
     run = bc.make_run(
         path, line, tool=TOOL,

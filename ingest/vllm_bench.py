@@ -41,8 +41,7 @@ _FIELDS = {
     "spec_decode_acceptance_length": ("accept_length", bc.num),
 }
 _METRICS = {"ttft_ms": "ttft", "tpot_ms": "tpot", "itl_ms": "itl", "e2e_ms": "e2el"}
-_USED = frozenset(_FIELDS) | {"backend", "endpoint_type", "model_id", "max_concurrency", "request_rate",
-                              "total_input_tokens", "total_output_tokens"}
+_USED = frozenset(_FIELDS) | {"backend", "endpoint_type", "model_id", "max_concurrency", "request_rate"}
 
 
 @bc.guarded(KIND)

@@ -42,26 +42,33 @@ def _echo_json(obj) -> None:
 
 
 @app.command()
-def ingest(paths: List[Path] = typer.Argument(..., help="Markdown findings files or directories."),
+def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run outputs (benchmarks, logs, config.json, nvidia-smi), or directories."),
            report: bool = typer.Option(False, "--report", help="Show, per record, which fields were found and which are missing."),
            as_json: bool = typer.Option(False, "--json")):
-    """Add files to the knowledge base (re-ingesting unchanged files does no work)."""
-    from ingest.detect import expand_paths
+    """Index findings (re-ingesting unchanged files does no work) and say what each run file is."""
+    from ingest.detect import split_paths
+    from ingest.run import read_run
 
-    files = expand_paths(paths)
-    rep = _store().sync(_loader(), files)
-    asked = {str(p.resolve()) for p in files}
+    findings, evidence, skipped = split_paths(list(paths))
+    rep = _store().sync(_loader(), findings)
+    asked = {str(p.resolve()) for p in findings}
     rows = [fr for fr in rep.files if fr.status != "unchanged" or _resolved(fr.path) in asked]
+    ev = read_run(evidence) if evidence else None
+    run_files = (ev.files if ev else []) + [{"path": str(p), "skipped": why} for p, why in skipped]
     if as_json:
-        _echo_json({"files": [{"path": fr.path, "status": fr.status, "records": [_report_row(r) for r in fr.records]}
-                              for fr in rows]})
+        _echo_json({"findings": [{"path": fr.path, "status": fr.status, "records": [_report_row(r) for r in fr.records]}
+                                 for fr in rows], "evidence": run_files})
         return
     for fr in rows:
-        typer.echo(f"{fr.path}: {fr.status}" + (f", {len(fr.records)} records" if fr.records else ""))
+        typer.echo(f"{fr.path}: findings, {fr.status}" + (f", {len(fr.records)} records" if fr.records else ""))
         if report:
             for r in fr.records:
                 row = _report_row(r)
                 typer.echo(f"  {r.id} [{r.kind}] found: {', '.join(row['found']) or '-'}; missing: {', '.join(row['missing']) or '-'}")
+    for f in run_files:
+        typer.echo(f"{f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})"))
+    if ev and ev.bench:
+        typer.echo("(run evidence is read, not stored: use `kb diagnose` on these files)")
 
 
 def _resolved(p: str) -> str:

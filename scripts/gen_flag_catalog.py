@@ -712,6 +712,15 @@ def diff(old: dict[str, Any], new: dict[str, Any]) -> str:
         how = r["result"] + (f" -> {', '.join(r['matches'])}" if r["matches"] else "")
         lines.append(f"- {f}  [{how}]")
     lines.append("")
+    lost_aliases = sorted(
+        o for o in a_opts - b_opts if old["flags"][o]["canonical"] != o
+    )
+    lines.append(f"## Removed aliases ({len(lost_aliases)})")
+    for f in lost_aliases:
+        r = resolve_option(f, b_strings, new["parser"]["allow_abbrev"])
+        how = r["result"] + (f" -> {', '.join(r['matches'])}" if r["matches"] else "")
+        lines.append(f"- {f} (was an alias of {old['flags'][f]['canonical']})  [{how}]")
+    lines.append("")
     lines.append(f"## Now an alias of another canonical flag ({len(renamed)})")
     for f in renamed:
         lines.append(f"- {f} -> {new['flags'][f]['canonical']}")

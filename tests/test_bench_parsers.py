@@ -53,10 +53,17 @@ CONCURRENCY = {
 }
 
 
+# Which files of a directory are benchmark results (console tables of GuideLLM,
+# GenAI-Perf and AIPerf are kept beside them as provenance, not read here).
+DIR_SUFFIXES = {"guidellm_json": (".json",), "genai_perf": (".json", ".csv")}
+
+
 def sample_files() -> list[Path]:
     files = []
     for d in sorted(DIR_TOOLS):
-        files += sorted(p for p in (SAMPLES / d).glob("*") if p.is_file() and not p.name.startswith("SOURCES"))
+        suffixes = DIR_SUFFIXES.get(d)
+        files += sorted(p for p in (SAMPLES / d).glob("*") if p.is_file() and not p.name.startswith("SOURCES")
+                        and (suffixes is None or p.suffix in suffixes))
     return files
 
 
@@ -133,6 +140,13 @@ def test_sglang_old_names_typo_and_not_set():
     assert first.ttft_ms["p99"] > first.ttft_ms["median"] > 0 and "mean" in first.e2e_ms
     assert first.peak_output_throughput is None and first.peak_concurrency is None
     assert first.server_args["bench"]["dataset_name"] == "random"
+
+
+def test_namespace_line_fills_what_the_block_lacks():
+    lines = [line for line in lines_of("p1_sglang040_three_runs_typo.txt") if not line.startswith("Max reqeuest")]
+    runs = feed_text(sglang_bench.SglangBenchText, Path("x.txt"), lines)
+    assert [r.concurrency for r in runs] == [4, 16, None]  # max_concurrency=4/16/None in Namespace(...)
+    assert all(r.model == "mock-llama-3.1-8b" for r in runs)
 
 
 def test_sglang_new_peak_lines_and_p90_e2e():
@@ -240,6 +254,9 @@ def test_sglang_jsonl_oldest_keys():
     assert runs[2].request_rate == 16.0 and runs[0].request_rate == math.inf
     assert all(r.output_throughput and r.input_len == 256 for r in runs)
     assert runs[0].ttft_ms == {"median": pytest.approx(17.176, abs=1e-3)}
+    # 0.4.0 wrote no request/input throughput: derived as sglang defines them
+    assert runs[0].input_throughput == pytest.approx(12288 / runs[0].duration_s)
+    assert runs[0].request_throughput == pytest.approx(48 / runs[0].duration_s)
 
 
 def test_vllm_append_result_lines():

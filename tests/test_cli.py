@@ -45,7 +45,7 @@ def test_show_prints_one_finding_whole(kb):
 def test_ingest_report_lists_found_and_missing(kb):
     proc = kb("ingest", DATA / "markdown" / "messy_FINDINGS.md", "--report")
     assert proc.returncode == 0, proc.stderr
-    assert "messy_FINDINGS.md: added, 14 records" in proc.stdout
+    assert "messy_FINDINGS.md: findings, added, 14 records" in proc.stdout
     assert "found:" in proc.stdout and "missing:" in proc.stdout
     # the ingested notes are searchable right away
     out = kb("ask", "nccl env that did nothing", "--json", check_json=True)

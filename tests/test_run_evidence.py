@@ -1,0 +1,119 @@
+"""Run evidence end to end: content detection over the verbatim samples, mixed
+terminal captures, directories with traps, truncated and garbled inputs."""
+
+import json
+import os
+
+import pytest
+
+from conftest import DATA
+from ingest.run import read_run
+
+SAMPLES = DATA / "samples"
+# console tables of GenAI-Perf / AIPerf / GuideLLM are not parsed: their JSON exports are
+CONSOLE_ONLY = ("_console.txt",)
+
+
+def sample_files():
+    for p in sorted(SAMPLES.rglob("*")):
+        if p.is_file() and p.suffix != ".md" and not p.name.endswith(CONSOLE_ONLY):
+            yield p
+
+
+@pytest.mark.parametrize("path", list(sample_files()), ids=lambda p: str(p.relative_to(SAMPLES)))
+def test_every_sample_is_recognised_by_content(path, tmp_path):
+    # renamed, so only the content can tell what it is
+    blind = tmp_path / "capture"
+    blind.write_bytes(path.read_bytes())
+    if path.name.endswith("hf_quant_config.json"):
+        blind = tmp_path / "hf_quant_config.json"
+        blind.write_bytes(path.read_bytes())
+    ev = read_run([blind])
+    (entry,) = ev.files
+    assert "kind" in entry, entry
+
+
+def test_directory_report_and_curve():
+    ev = read_run([SAMPLES / "sglang_bench_jsonl"])
+    assert all("kind" in f for f in ev.files if not f["path"].endswith(".md"))
+    assert len(ev.curve()) >= 3
+
+
+def test_mixed_terminal_capture_yields_each_part(tmp_path):
+    parts = [
+        (SAMPLES / "launch_commands" / "p2_vllm_issue28228_env_continuation.txt").read_text(),
+        (SAMPLES / "sglang_logs" / "p2_grok2_v052rc2_tp8_startup.log").read_text(),
+        (SAMPLES / "sglang_bench_text" / "run-sglang-0.5.23_random_c256_peak.txt").read_text(),
+    ]
+    cap = tmp_path / "terminal.txt"
+    cap.write_text("\n".join(parts))
+    ev = read_run([cap])
+    kinds = ev.files[0]["kind"]
+    for kind in ("launch-command", "sglang-log", "sglang-bench-text"):
+        assert kind in kinds
+    assert ev.bench and ev.bench[0].concurrency == 256
+    assert ev.traces[0].startup.get("max_total_num_tokens")
+    assert ev.launch_argv
+
+
+def test_launch_option_is_parsed_into_server_args(tmp_path):
+    log = tmp_path / "s.log"
+    log.write_text((SAMPLES / "sglang_logs" / "p2_grok2_v052rc2_tp8_startup.log").read_text())
+    ev = read_run([log], launch="python -m sglang.launch_server --model-path 'my models/x' --tp-size 4 --max-running-requests 64")
+    assert ev.server_args["tp_size"] == "4" and ev.model_path == "my models/x"
+    assert ev.launch_argv[:3] == ["python", "-m", "sglang.launch_server"]
+
+
+def test_traps_in_a_directory_are_reported_not_read(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "bench.jsonl").write_text((SAMPLES / "sglang_bench_jsonl" / "p1_sglang058_server_info.jsonl").read_text())
+    os.mkfifo(d / "pipe")
+    (d / "loop").symlink_to(d, target_is_directory=True)
+    (d / "empty.log").write_text("")
+    (d / "blob.bin").write_bytes(b"\x00\x01\x02" * 100)
+    ev = read_run([d])
+    by_name = {os.path.basename(f["path"]): f for f in ev.files}
+    assert "FIFO" in by_name["pipe"]["skipped"]
+    assert by_name["empty.log"]["skipped"] == "empty"
+    assert "skipped" in by_name["blob.bin"]
+    assert "kind" in by_name["bench.jsonl"]
+    assert len(ev.bench) == 3
+
+
+def test_truncated_benchmark_block_keeps_what_was_read(tmp_path):
+    text = (SAMPLES / "sglang_bench_text" / "run-sglang-0.5.23_random_c256_peak.txt").read_text()
+    cut = text[: text.index("Mean TTFT")]
+    p = tmp_path / "cut.txt"
+    p.write_text(cut)
+    ev = read_run([p])
+    assert ev.bench and ev.bench[0].total_throughput and not ev.bench[0].ttft_ms
+
+
+def test_garbled_jsonl_line_is_a_warning_with_file_and_line(tmp_path):
+    lines = (SAMPLES / "sglang_bench_jsonl" / "p1_sglang058_server_info.jsonl").read_text().splitlines()
+    lines.insert(1, '{"backend": "sglang", "max_concurrency": 8, "total_thr')
+    p = tmp_path / "b.jsonl"
+    p.write_text("\n".join(lines) + "\n")
+    ev = read_run([p])
+    assert len(ev.bench) == 3
+    assert any(w.startswith(f"{p}:2:") for w in ev.warnings)
+
+
+def test_unknown_gpu_is_kept_with_a_warning(tmp_path):
+    ev = read_run([], gpu="4x Voodoo 6000")
+    assert ev.hardware.gpu == "Voodoo 6000" and not ev.hardware.known and ev.warnings
+
+
+def test_plateau_curve_and_scaling_curve(tmp_path):
+    from kb.signals import detect
+
+    def curve(points):
+        p = tmp_path / f"c{len(points)}.jsonl"
+        p.write_text("\n".join(json.dumps({"backend": "sglang", "dataset_name": "random", "max_concurrency": c,
+                                           "total_throughput": t, "request_rate": "inf"}) for c, t in points))
+        return {s.id: s for s in detect(read_run([p]))}
+
+    plateau = curve([(128, 806.0), (256, 879.87)])["throughput-plateau"]
+    assert plateau.data["knee"] == 128 and plateau.data["gain_after_knee"] == pytest.approx(0.0917, abs=1e-3)
+    assert "throughput-plateau" not in curve([(1, 100.0), (8, 700.0), (32, 2500.0), (128, 8000.0)])
