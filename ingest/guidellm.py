@@ -8,6 +8,12 @@ benchmark.request_totals) and src/guidellm/benchmark/schemas/ (v0.4+: benchmark.
 metrics.<name>.{successful,errored,incomplete,total} distribution summaries with
 mean/median/std_dev/min/max and percentiles p001..p999. GuideLLM 0.1.x reports
 (a different layout) are not read.
+
+GuideLLM's inter_token_latency_ms is (last token - first token) / (tokens - 1) per
+request: what vLLM and sglang call TPOT, so it fills tpot_ms. Its own
+time_per_output_token_ms divides by all tokens (and, from 0.4, counts from the request
+start), which no other tool reports; it is kept in server_args["bench"]. GuideLLM has
+no per-chunk gap statistic, so itl_ms stays empty.
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ def _run(b: Mapping, report: Mapping, path: str, line: int | None) -> BenchRun |
         "mean_concurrency": _mean(m, "request_concurrency"),
         "max_concurrency": bc.concurrency(strategy.get("max_concurrency")) if isinstance(strategy, Mapping) else None,
         "guidellm_version": bc.dig(report, "metadata.guidellm_version"),
+        "time_per_output_token_ms": bc.stats(_dist(m, "time_per_output_token_ms")) or None,
     }
     peak = bc.num(_dist(m, "request_concurrency", "total").get("max"))
     run = bc.make_run(
@@ -84,8 +91,7 @@ def _run(b: Mapping, report: Mapping, path: str, line: int | None) -> BenchRun |
         total_throughput=_mean(m, "tokens_per_second"),
         peak_concurrency=peak if peak is not None else bc.num(_dist(m, "request_concurrency").get("max")),
         ttft_ms=bc.stats(_dist(m, "time_to_first_token_ms")),
-        tpot_ms=bc.stats(_dist(m, "time_per_output_token_ms")),
-        itl_ms=bc.stats(_dist(m, "inter_token_latency_ms")),
+        tpot_ms=bc.stats(_dist(m, "inter_token_latency_ms")),  # see the module docstring
         e2e_ms=bc.stats(_dist(m, "request_latency"), scale=1000.0),  # GuideLLM keeps seconds here
         server_args={"bench": kept} if (kept := {k: v for k, v in extra.items() if v is not None}) else None,
     )

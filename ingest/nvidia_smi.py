@@ -163,8 +163,10 @@ _VALUE = re.compile(r"^(\[?N/A\]?|[\d.]+(?: ?(?:MiB|%|W|MHz|C))?|GPU-[\w-]+|[0-9
 def _looks_like_gpu_row(cells: list[str]) -> bool:
     """A header-less row: a GPU name among the first two cells, every other cell a
     value nvidia-smi prints (numbers, N/A, UUIDs, bus ids) — not prose with commas."""
+    if not all(_VALUE.match(c) for c in cells[2:]):  # cheap test first: most lines of a log fail here
+        return False
     name = next((i for i, c in enumerate(cells[:2]) if _VENDOR.search(c) or lookup_gpu(c)), None)
-    return name is not None and all(_VALUE.match(c) for i, c in enumerate(cells) if i != name)
+    return name is not None and all(_VALUE.match(c) for i, c in enumerate(cells[:2]) if i != name)
 
 
 def _guess_row(cells: list[str]) -> dict[str, str]:

@@ -67,6 +67,8 @@ _GPUS: list[tuple[str, GpuSpec]] = [
     (r"mi250", GpuSpec("MI250X", "gfx90a", 128, vendor="amd", nvlink=True)),
 ]
 
+_COMPILED = [(re.compile(p), spec) for p, spec in _GPUS]
+
 ARCH_NAMES = {
     "SM70": "Volta", "SM75": "Turing", "SM80": "Ampere", "SM86": "Ampere",
     "SM89": "Ada Lovelace", "SM90": "Hopper", "SM100": "Blackwell", "SM103": "Blackwell Ultra",
@@ -87,8 +89,8 @@ def lookup_gpu(name: str | None) -> GpuSpec | None:
     if not name:
         return None
     norm = _normalise(name)
-    for pattern, spec in _GPUS:
-        if re.search(pattern, norm):
+    for pattern, spec in _COMPILED:
+        if pattern.search(norm):
             return spec
     return None
 

@@ -295,6 +295,8 @@ def test_guidellm_concurrent_sweep():
         assert r.output_throughput and r.total_throughput > r.output_throughput
         assert {"mean", "median", "p99", "p99.9", "p0.1"} <= set(r.ttft_ms)
         assert r.e2e_ms["mean"] > r.ttft_ms["mean"]  # request_latency is seconds in the report
+        assert r.tpot_ms["mean"] > 0 and r.itl_ms == {}  # GuideLLM's ITL is TPOT's formula
+        assert r.server_args["bench"]["time_per_output_token_ms"]["mean"] > 0
         assert r.server_args["bench"]["strategy"] == "concurrent"
 
 
