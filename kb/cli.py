@@ -41,6 +41,14 @@ def _echo_json(obj) -> None:
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
+_PATHS = typer.Argument(..., help="Benchmark outputs, server logs, config.json, nvidia-smi output, or directories.")
+_CONFIG = typer.Option(None, "--config", help="config.json, a model directory, or a Hugging Face repo id in the local cache.")
+_GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides nvidia-smi files).')
+_ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
+_LAUNCH = typer.Option(None, "--launch", help="The launch command in use, quoted.")
+_THRESHOLDS = typer.Option(None, "--thresholds", help="TOML file overriding signal thresholds.")
+
+
 @app.command()
 def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run outputs (benchmarks, logs, config.json, nvidia-smi), or directories."),
            report: bool = typer.Option(False, "--report", help="Show, per record, which fields were found and which are missing."),
@@ -93,6 +101,8 @@ def reindex():
 @app.command()
 def ask(question: str = typer.Argument(..., help="A question, as you would ask a colleague."),
         limit: int = typer.Option(5, "--limit", "-n", min=1, max=50),
+        run: Optional[List[Path]] = typer.Option(None, "--run", help="This run's files or directory: answer from its signals too."),
+        gpu: Optional[str] = _GPU, config: Optional[str] = _CONFIG, engine: Optional[str] = _ENGINE,
         as_json: bool = typer.Option(False, "--json")):
     """Answer from past findings: symptom, cause, fix, commands, measured gain, source."""
     from kb import render
@@ -100,12 +110,36 @@ def ask(question: str = typer.Argument(..., help="A question, as you would ask a
 
     store = _store()
     store.sync(_loader())
-    answers = do_ask(store.index_dir, question, limit)
+    diag, boost = None, None
+    if run:
+        from ingest.run import read_run
+        from kb import index as kbindex
+        from kb.diagnose import diagnose as run_diagnose
+
+        _check_engine(engine)
+        diag = run_diagnose(read_run(list(run), config=config, gpu=gpu, engine=engine),
+                            kbindex.all_records(store.index_dir))
+        top = max((r.score for r in diag.recommendations), default=0) or 1
+        boost = {}
+        for r in diag.recommendations:
+            boost[r.fix_class] = max(boost.get(r.fix_class, 0), r.score / top)
+    answers = do_ask(store.index_dir, question, limit, boost)
     if as_json:
-        _echo_json({"question": question, "answers": [
-            {"rank": i, "score": round(a.score, 3), **render.finding_json(a.finding)}
-            for i, a in enumerate(answers, 1)]})
+        out = {"question": question}
+        if diag:
+            out["run"] = {"signals": [s.model_dump(mode="json") for s in diag.signals],
+                          "recommendations": [r.model_dump(mode="json") for r in diag.recommendations[:3]]}
+        out["answers"] = [{"rank": i, "score": round(a.score, 3), **render.finding_json(a.finding)}
+                          for i, a in enumerate(answers, 1)]
+        _echo_json(out)
         return
+    if diag:
+        typer.echo("This run")
+        for s in diag.signals:
+            typer.echo(f"  [{s.severity.upper()}] {s.id}: {s.summary}")
+        for r in diag.recommendations[:3]:
+            typer.echo(f"  → {r.title}  [{r.rule}]" + (f"\n    $ {r.commands[0]}" if r.commands else ""))
+        typer.echo("\nPast findings")
     if not answers:
         typer.echo("no finding matches that question")
         return
@@ -133,14 +167,6 @@ def _run_options(paths, config, gpu, engine, launch, thresholds):
 
     ev = read_run(list(paths), config=config, gpu=gpu, engine=engine, launch=launch)
     return ev, load_thresholds(thresholds)
-
-
-_PATHS = typer.Argument(..., help="Benchmark outputs, server logs, config.json, nvidia-smi output, or directories.")
-_CONFIG = typer.Option(None, "--config", help="config.json, a model directory, or a Hugging Face repo id in the local cache.")
-_GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides nvidia-smi files).')
-_ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
-_LAUNCH = typer.Option(None, "--launch", help="The launch command in use, quoted.")
-_THRESHOLDS = typer.Option(None, "--thresholds", help="TOML file overriding signal thresholds.")
 
 
 @app.command()

@@ -21,7 +21,9 @@ class Answer:
     score: float
 
 
-def ask(index_dir: Path, question: str, limit: int = 5) -> list[Answer]:
+def ask(index_dir: Path, question: str, limit: int = 5, boost: dict[str, float] | None = None) -> list[Answer]:
+    """Best findings for a question. `boost` (fix class → 0..1) lifts findings whose fix
+    this run's diagnosis calls for (`kb ask --run`)."""
     text = understand_query(question)
     hits = kbindex.search_terms(index_dir, text, limit=max(50, limit * 5))
     wanted = set(concepts(text))
@@ -34,6 +36,8 @@ def ask(index_dir: Path, question: str, limit: int = 5) -> list[Answer]:
         if wanted:
             have = set(concepts(" ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or ""])))
             score *= 1.0 + 0.25 * len(wanted & have) / len(wanted)
+        if boost:
+            score *= 1.0 + 0.6 * max((boost.get(fc, 0.0) for fc in f.fix_classes), default=0.0)
         answers.append(Answer(f, score))
     answers.sort(key=lambda a: -a.score)
     return answers[:limit]

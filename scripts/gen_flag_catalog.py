@@ -591,6 +591,9 @@ def catalog(engine: str, built: dict[str, Any]) -> dict[str, Any]:
             short_options[s] = canonical
         takes_value = action.nargs != 0
         choices = action.choices
+        if isinstance(choices, (set, frozenset)):
+            # e.g. sglang's --sampling-backend; set order depends on the hash seed
+            choices = sorted(choices, key=lambda c: (str(type(c)), str(c)))
         if choices is not None:
             choices = [jsonable(c) for c in list(choices)]
         dep = deprecation(parser, action)
@@ -823,6 +826,12 @@ def main(argv: list[str] | None = None) -> int:
         old, new = (json.loads(Path(p).read_text()) for p in args.diff)
         print(diff(old, new))
         return 0
+
+    # Lists an engine builds from sets (choices, registries) must come out in
+    # the same order on every run: pin the hash seed, re-executing if needed.
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        os.environ["PYTHONHASHSEED"] = "0"
+        _reexec(argv)
 
     # Keep the engines' import-time logging quiet; it goes to stderr anyway.
     logging.disable(logging.WARNING)

@@ -109,3 +109,12 @@ def test_thresholds_override(kb, tmp_path):
     t.write_text("[no-such-signal]\nx = 1\n")
     proc = kb("signals", GLM5, "--thresholds", t)
     assert proc.returncode == 1 and "unknown signal" in proc.stderr
+
+
+def test_ask_with_run_answers_from_this_runs_signals(kb):
+    out = kb("ask", "why does throughput plateau at 128 concurrency", "--run", GLM5, "--gpu", "8x RTX PRO 6000",
+             "--json", check_json=True)
+    assert "throughput-plateau" in {s["id"] for s in out["run"]["signals"]}
+    assert out["run"]["recommendations"][0]["commands"]
+    top3 = [set(a["fix_classes"]) for a in out["answers"][:3]]
+    assert any({"moe-runner-backend", "moe-kernel-config", "max-running-requests"} & fc for fc in top3)
