@@ -213,6 +213,59 @@ def diagnose(paths: List[Path] = _PATHS, config: Optional[str] = _CONFIG, gpu: O
     typer.echo(json.dumps(d.to_json(), indent=2, default=str) if as_json else report(d))
 
 
+@app.command()
+def launch(model: str = typer.Option(..., "--model", help="config.json, a model directory, or a repo id in the local Hugging Face cache."),
+           gpus: str = typer.Option(..., "--gpus", help='e.g. "8x RTX PRO 6000", "4x H100".'),
+           engine: str = typer.Option(..., "--engine", help="sglang or vllm."),
+           context: Optional[int] = typer.Option(None, "--context", min=256, help="Context length to serve (default: the model's, at most 32768)."),
+           goal: str = typer.Option("throughput", "--goal", help="throughput or latency."),
+           version: Optional[str] = typer.Option(None, "--version", help="Engine version (default: newest catalog)."),
+           model_path: Optional[str] = typer.Option(None, "--model-path", help="What the command should load, when --model is a local config file."),
+           as_json: bool = typer.Option(False, "--json")):
+    """A recommended launch command for a model on given GPUs, every flag explained."""
+    from pathlib import Path as _P
+
+    from ingest.hf_config import load_profile
+    from ingest.nvidia_smi import hardware_from_string
+    from kb.flags import catalog
+    from kb.launch import plan
+
+    _check_engine(engine)
+    if goal not in ("throughput", "latency"):
+        raise typer.BadParameter("expected throughput or latency", param_hint="--goal")
+    profile = load_profile(model)
+    hw, warnings = hardware_from_string(gpus)
+    spec = _P(model)
+    path = model_path or (str(spec.parent) if spec.is_file() else model)
+    if model_path:
+        profile = profile.model_copy(update={"name": model_path})
+    p = plan(profile, hw, engine, catalog(engine, version), path, context, goal)
+    p.notes = warnings + p.notes
+    if as_json:
+        typer.echo(p.model_dump_json(indent=2))
+        return
+    m = p.memory
+    typer.echo(f"# {engine} {p.version}: {profile.name or model} on {hw.count}x {hw.gpu} ({hw.arch}, {hw.interconnect})")
+    if p.catalog_note:
+        typer.echo(f"# note: {p.catalog_note}")
+    typer.echo(p.command)
+    typer.echo("")
+    typer.echo("Memory (per GPU)")
+    typer.echo(f"  weights   {m.weights_total_gib:,.1f} GiB total ({m.weight_format}) over TP{m.tp} × PP{m.pp} = {m.weights_per_gpu_gib:,.2f} GiB"
+               + (" (attention replicated per DP-attention rank)" if m.dp_attention else ""))
+    typer.echo(f"  usable    {m.gpu_memory_gib:g} GiB × {m.fraction} − reserve = {m.usable_per_gpu_gib:,.2f} GiB")
+    typer.echo(f"  KV cache  {m.kv_per_gpu_gib:,.2f} GiB / {m.kv_bytes_per_token_per_gpu:,} B per token ({m.kv_dtype}) = "
+               f"{m.kv_tokens:,} tokens" + (" (× DP attention ranks)" if m.dp_attention else ""))
+    typer.echo(f"  requests  {m.full_context_requests:,} at the full {m.context:,}-token context; running cap {m.max_running}")
+    typer.echo("")
+    typer.echo("Flags")
+    for f in p.flags:
+        val = "" if f.value is True else f" {f.value}"
+        typer.echo(f"  {f.flag}{val}\n      {f.why}  [{f.source}]")
+    for n in p.notes:
+        typer.echo(f"note: {n}")
+
+
 def main() -> None:
     try:
         app()

@@ -9,7 +9,7 @@ from kb.flags import Catalog
 LAUNCHERS = {"sglang": ["python", "-m", "sglang.launch_server"], "vllm": ["vllm", "serve"]}
 
 
-def _value_str(v) -> str:
+def value_str(v) -> str:
     if isinstance(v, float):
         return f"{v:g}"
     if isinstance(v, (list, tuple)):
@@ -66,7 +66,7 @@ def base_argv(engine: str, catalog: Catalog, server_args: dict, model: str | Non
             continue
         if isinstance(value, (dict, list)) and not value:
             continue
-        argv += [flag] if value is True else [flag, _value_str(value)]
+        argv += [flag] if value is True else [flag, value_str(value)]
     if engine == "sglang" and model:
         argv[3:3] = ["--model-path", model]
     return argv
@@ -82,7 +82,7 @@ def apply(argv: list[str], changes: list[tuple[str, object, list[str]]]) -> list
         pairs = [(f, v) for f, v in pairs if f not in names]
         if value is None:
             continue
-        entry = (flag, [] if value is True else [_value_str(value)])
+        entry = (flag, [] if value is True else [value_str(value)])
         if pos is None:
             pairs.append(entry)
         else:

