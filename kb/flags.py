@@ -2,8 +2,10 @@
 generated from the engines' own argument parsers by scripts/gen_flag_catalog.py).
 
 Rules and `kb launch` never hard-code a flag spelling: they ask for a *setting*
-("cuda_graph_max_bs") and get the flag this engine version accepts
-(`--cuda-graph-max-bs` up to sglang 0.5.22, `--cuda-graph-max-bs-decode` in 0.5.23).
+("cuda_graph_max_bs") and get the flag this engine version accepts: sglang's
+`--cuda-graph-max-bs` up to 0.5.8, `--cuda-graph-max-bs-decode` from 0.5.15 (the old
+name is a deprecated alias in 0.5.15-0.5.19 and ambiguous from 0.5.20). vLLM 0.10/0.11
+take `--cuda-graph-sizes N` (one value = the largest size), 0.32 `--max-cudagraph-capture-size`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ SETTINGS: dict[str, dict[str, list[str]]] = {
         "dp": ["--dp-size"],
         "ep": ["--ep-size"],
         "max_running_requests": ["--max-running-requests"],
-        "cuda_graph_max_bs": ["--cuda-graph-max-bs", "--cuda-graph-max-bs-decode"],
+        "cuda_graph_max_bs": ["--cuda-graph-max-bs-decode", "--cuda-graph-max-bs"],
         "mem_fraction": ["--mem-fraction-static"],
         "kv_cache_dtype": ["--kv-cache-dtype"],
         "chunked_prefill": ["--chunked-prefill-size"],
