@@ -73,8 +73,10 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run 
             for r in fr.records:
                 row = _report_row(r)
                 typer.echo(f"  {r.id} [{r.kind}] found: {', '.join(row['found']) or '-'}; missing: {', '.join(row['missing']) or '-'}")
+    from kb.render import file_line
+
     for f in run_files:
-        typer.echo(f"{f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})"))
+        typer.echo(file_line(f))
     if ev and ev.bench:
         typer.echo("(run evidence is read, not stored: use `kb diagnose` on these files)")
 
@@ -136,7 +138,7 @@ def ask(question: str = typer.Argument(..., help="A question, as you would ask a
     if diag:
         typer.echo("This run")
         for s in diag.signals:
-            typer.echo(f"  [{s.severity.upper()}] {s.id}: {s.summary}")
+            typer.echo("\n".join(render.signal_lines(s, "  ", evidence=0)))
         for r in diag.recommendations[:3]:
             typer.echo(f"  → {r.title}  [{r.rule}]" + (f"\n    $ {r.commands[0]}" if r.commands else ""))
         typer.echo("\nPast findings")
@@ -182,12 +184,12 @@ def signals(paths: List[Path] = _PATHS, config: Optional[str] = _CONFIG, gpu: Op
     if as_json:
         _echo_json({"files": ev.files, "signals": [s.model_dump(mode="json") for s in found], "warnings": ev.warnings})
         return
+    from kb.render import file_line, signal_lines
+
     for f in ev.files:
-        typer.echo(f"{f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})"))
+        typer.echo(file_line(f))
     for s in found:
-        typer.echo(f"[{s.severity.upper()}] {s.id}: {s.summary}")
-        for e in s.evidence[:4]:
-            typer.echo(f"    · {e.text}" + (f"  ({e.where})" if e.where else ""))
+        typer.echo("\n".join(signal_lines(s)))
     if not found:
         typer.echo("no signals: nothing in this evidence looks wrong")
 

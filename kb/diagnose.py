@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from kb.evidence import RunEvidence
 from kb.flags import Catalog, catalog
 from kb.records import Finding, Recommendation, Signal
+from kb.render import file_line, signal_lines
 
 
 @dataclass
@@ -61,10 +62,6 @@ def _opt(v, fmt: str) -> str:
     return format(v, fmt) if v is not None else "-".rjust(width)
 
 
-def _where(w) -> str:
-    return f"  ({w})" if w else ""
-
-
 def _model_line(ev: RunEvidence) -> str:
     m = ev.model
     if not m:
@@ -97,7 +94,7 @@ def report(d: Diagnosis) -> str:
            + f" · {_model_line(ev)} · {_hw_line(ev)}", ""]
     out.append("Files")
     for f in ev.files:
-        out.append(f"  {f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})"))
+        out.append("  " + file_line(f))
     pts = ev.curve()
     if pts:
         out += ["", "Throughput curve", f"  {'load':>8}  {'total tok/s':>12}  {'output tok/s':>12}  {'TTFT p50 ms':>11}  runs"]
@@ -108,9 +105,7 @@ def report(d: Diagnosis) -> str:
     if not d.signals:
         out.append("  none: nothing in this evidence looks wrong")
     for s in d.signals:
-        out.append(f"  [{s.severity.upper()}] {s.id}: {s.summary}")
-        for e in s.evidence[:4]:
-            out.append(f"      · {e.text}{_where(e.where)}")
+        out += signal_lines(s, "  ")
     out += ["", "Recommendations"]
     if not d.recommendations:
         out.append("  none")

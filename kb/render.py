@@ -72,3 +72,14 @@ def finding_json(f: Finding) -> dict:
     for g, model in zip(d["gains"], f.gains):
         g["ratio"] = round(model.ratio(), 3) if model.ratio() else None
     return d
+
+
+def file_line(f: dict) -> str:
+    """One line per input file: what it was recognised as and what it yielded, or why skipped."""
+    return f"{f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})")
+
+
+def signal_lines(s, indent: str = "", evidence: int = 4) -> list[str]:
+    lines = [f"{indent}[{s.severity.upper()}] {s.id}: {s.summary}"]
+    lines += [f"{indent}    · {e.text}" + (f"  ({e.where})" if e.where else "") for e in s.evidence[:evidence]]
+    return lines
