@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from kb.errors import InputError
 from kb.records import Finding
 from ingest.textfile import SNIFF_BYTES
 
@@ -49,8 +48,3 @@ def load_findings(path: Path, shown: str) -> list[Finding]:
     from ingest.markdown import read_findings
 
     return read_findings(path, shown)
-
-
-def require_file(p: Path) -> None:
-    if not p.exists():
-        raise InputError(p, "no such file or directory")

@@ -14,11 +14,12 @@ import hashlib
 import json
 import os
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
-from kb.errors import InputError, KbError
+from kb.errors import InputError
 from kb.records import Finding
 
 MANIFEST_VERSION = 1
@@ -67,6 +68,8 @@ def file_hash(data: bytes) -> str:
 
 
 def atomic_write(path: Path, text: str) -> None:
+    """Readers (and a crash) see the old file or the new one, never half of it: write a
+    temp file beside it, fsync, rename over. Callers doing read-modify-write hold `file_lock`."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -78,6 +81,31 @@ def atomic_write(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Exclusive lock for a read-modify-write of `path`, held on a sibling `.NAME.lock`
+    (not on `path` itself, which atomic_write replaces by another inode)."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.parent / f".{path.name}.lock", "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 @dataclass
@@ -127,10 +155,6 @@ class Store:
             p = Path(extra).expanduser()
             files.extend(findings_files(p) if p.is_dir() else [p] if p.is_file() else [])
         return files
-
-    def pinned_sources(self) -> list[Path]:
-        """Files added by `kb ingest` (kept so `reindex` can rebuild from them)."""
-        return [Path(p) for p, e in self.manifest()["sources"].items() if e.get("pinned")]
 
     # ------------------------------------------------------------ sync
     def sync(self, load: Loader, paths: Iterable[Path] = (), force: bool = False) -> SyncReport:
@@ -202,9 +226,3 @@ class Store:
 
     def reindex(self, load: Loader) -> SyncReport:
         return self.sync(load, force=True)
-
-    def require_index(self) -> None:
-        from kb import index as kbindex
-
-        if not kbindex.exists(self.index_dir):
-            raise KbError(f"no index at {self.index_dir}: run `kb reindex`")
