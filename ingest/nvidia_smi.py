@@ -76,6 +76,10 @@ class NvidiaSmiQ:
             self.top[key] = value
         elif self._gpu is not None and key == "Product Name":
             self._gpu["name"] = value
+        elif self._gpu is not None and key == "Gpu" and self._section == "Utilization":
+            pct = re.match(r"(\d+)\s*%", value)
+            if pct:
+                self._gpu["util"] = float(pct.group(1))
         elif self._gpu is not None and key == "Total" and self._section == "FB Memory Usage":
             mib = re.match(r"(\d+)\s*MiB", value)
             if mib:
@@ -89,7 +93,12 @@ class NvidiaSmiQ:
         return [_hardware([g["name"] for g in named], memory_mib=[g["mib"] for g in named if "mib" in g],
                           count=max(len(named), int(attached) if attached.isdigit() else 0),
                           driver=self.top.get("Driver Version"), cuda=self.top.get("CUDA Version"),
-                          source=self.path)]
+                          utilization_pct=_mean([g["util"] for g in named if "util" in g]), source=self.path)]
+
+
+def _mean(values: list[float]) -> float | None:
+    """Mean GPU utilisation across GPUs (the gpu-idle signal reads it)."""
+    return round(sum(values) / len(values), 1) if values else None
 
 
 # ---------------------------------------------------- nvidia-smi --query-gpu csv
@@ -151,8 +160,9 @@ class NvidiaSmiCsv:
             return []
         mem = [_number(r.get("memory.total")) for r in rows]
         drivers = [r["driver_version"] for r in rows if r.get("driver_version")]
+        util = [_number(r.get("utilization.gpu")) for r in rows]
         return [_hardware(names, memory_mib=[m for m in mem if m], driver=drivers[0] if drivers else None,
-                          source=self.path)]
+                          utilization_pct=_mean([u for u in util if u is not None]), source=self.path)]
 
 
 _VENDOR = re.compile(r"NVIDIA|GeForce|Tesla|Quadro|Radeon|Instinct|AMD")
@@ -385,7 +395,8 @@ def merge_hardware(found: list[Hardware]) -> Hardware | None:
     sources = list(dict.fromkeys(h.source for h in found if h.source))
     return base.model_copy(update={
         "count": max(h.count for h in found), "memory_gb": first("memory_gb"), "driver": first("driver"),
-        "cuda": first("cuda"), "interconnect": topo[-1].interconnect if topo else None,
+        "cuda": first("cuda"), "utilization_pct": first("utilization_pct"),
+        "interconnect": topo[-1].interconnect if topo else None,
         "numa_nodes": topo[-1].numa_nodes if topo else None, "links": links,
         "source": ", ".join(sources) or None})
 

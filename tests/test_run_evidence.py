@@ -117,3 +117,16 @@ def test_plateau_curve_and_scaling_curve(tmp_path):
     plateau = curve([(128, 806.0), (256, 879.87)])["throughput-plateau"]
     assert plateau.data["knee"] == 128 and plateau.data["gain_after_knee"] == pytest.approx(0.0917, abs=1e-3)
     assert "throughput-plateau" not in curve([(1, 100.0), (8, 700.0), (32, 2500.0), (128, 8000.0)])
+
+
+def test_idle_gpus_during_a_benchmark_are_a_signal(tmp_path):
+    """nvidia-smi -q taken while the benchmark ran shows 0 % utilisation (verbatim capture)."""
+    from kb.signals import detect
+
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "smi.txt").write_text((SAMPLES / "nvidia_smi" / "p3_H100SXMx8_nvidia-smi-q.txt").read_text())
+    (d / "bench.jsonl").write_text((SAMPLES / "sglang_bench_jsonl" / "p1_sglang058_server_info.jsonl").read_text())
+    ev = read_run([d])
+    assert ev.hardware.utilization_pct == 0.0
+    assert "gpu-idle" in {s.id for s in detect(ev)}
