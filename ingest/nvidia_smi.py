@@ -389,7 +389,7 @@ def merge_hardware(found: list[Hardware]) -> Hardware | None:
     named = [h for h in found if h.gpu != "unknown"] or found
     base = named[0]
     topo = [h for h in found if h.interconnect]
-    first = lambda attr: next((getattr(h, attr) for h in found if getattr(h, attr)), None)  # noqa: E731
+    first = lambda attr: next((getattr(h, attr) for h in found if getattr(h, attr) is not None), None)  # noqa: E731
     links = {**{k: v for h in named for k, v in h.links.items() if "-" not in k},
              **(topo[-1].links if topo else {})}
     sources = list(dict.fromkeys(h.source for h in found if h.source))
