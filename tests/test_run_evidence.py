@@ -12,10 +12,13 @@ from ingest.run import read_run
 SAMPLES = DATA / "samples"
 # console tables of GenAI-Perf / AIPerf / GuideLLM are not parsed: their JSON exports are
 CONSOLE_ONLY = ("_console.txt",)
+NOT_RUN_FILES = ("live",)  # HTTP responses of live servers (kb probe's test data)
 
 
 def sample_files():
     for p in sorted(SAMPLES.rglob("*")):
+        if p.relative_to(SAMPLES).parts[0] in NOT_RUN_FILES:
+            continue
         if p.is_file() and p.suffix != ".md" and not p.name.endswith(CONSOLE_ONLY):
             yield p
 
