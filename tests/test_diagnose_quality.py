@@ -1,0 +1,47 @@
+"""The diagnosis-quality benchmark runs, and its scenarios are well formed.
+
+No threshold on hit rates here: benchmarks/diagnose_quality.py measures kb, it
+does not gate it (see docs/DIAGNOSIS.md for the figures).
+"""
+
+import json
+import subprocess
+import sys
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import DATA, ROOT
+from kb.vocab import FIX_CLASSES
+
+SCENARIOS = DATA / "diagnosis"
+DIRS = sorted(p for p in SCENARIOS.iterdir() if p.is_dir())
+
+
+def test_benchmark_script_runs():
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "diagnose_quality.py")],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "hit@1" in proc.stdout and "hit@3" in proc.stdout
+    for d in DIRS:
+        assert d.name in proc.stdout  # every scenario is in the table
+
+
+def test_at_least_twenty_scenarios():
+    assert len(DIRS) >= 20
+
+
+@pytest.mark.parametrize("d", DIRS, ids=[d.name for d in DIRS])
+def test_scenario_is_well_formed(d):
+    meta = json.loads((d / "scenario.json").read_text())
+    url = urlparse(meta["source"])
+    assert url.scheme == "https" and url.netloc, meta["source"]
+    assert meta["confirmed_fix_class"] in FIX_CLASSES
+    assert meta["engine"] in ("sglang", "vllm")
+    assert meta["gpu"] is None or isinstance(meta["gpu"], str)
+    if meta["config"] is not None:
+        cfg = ROOT / meta["config"]
+        assert cfg.is_file() and cfg.parent == DATA / "samples" / "model_configs", meta["config"]
+    assert meta["confirmed_fix"].strip() and isinstance(meta["notes"], str)
+    evidence = [p for p in d.iterdir() if p.is_file() and p.name != "scenario.json"]
+    assert evidence and all(p.stat().st_size > 0 for p in evidence)
