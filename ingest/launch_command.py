@@ -54,6 +54,10 @@ def find_entry(text: str) -> tuple[int, int, re.Match, str] | None:
     launch command in `text`."""
     best = None
     m = _PY_ENTRY.search(text)
+    while m and text[m.end():m.end() + 1] == "`":
+        # "The `python -m vllm.entrypoints.openai.api_server` command is deprecated" (vLLM's
+        # own start-up warning): a bare entry closed by a code span is a mention, not a command
+        m = _PY_ENTRY.search(text, m.end())
     if m:
         best = (m, "vllm" if m.group(1).startswith("vllm") else "sglang")
     for c in _CLI_ENTRY.finditer(text):
@@ -231,6 +235,64 @@ class LaunchCommandLines:
         if self.pending:
             self._finish()
         return list(self.found)
+
+
+_FLAG_LINE = re.compile(r"^\s*[-*]?\s*`?(--[a-z][\w-]*(?:[= ][^\s`\\][^`\\]*)?)`?\s*$")
+
+
+class FlagListLines:
+    """LineParser: server flags listed one per line without the command (as benchmark
+    write-ups print "backend parameters"). Two or more consecutive flag lines become a
+    LaunchCommand whose entry is "flags"; the engine is the one whose flag catalog
+    knows most of them."""
+
+    kind = "server-flags"
+
+    def __init__(self, path: str) -> None:
+        self.path = str(path)
+        self.block: list[str] = []
+        self.start = 0
+        self.blocks: list[tuple[int, list[str]]] = []
+
+    def feed(self, lineno: int, line: str) -> None:
+        m = _FLAG_LINE.match(line) if len(line) < 400 else None
+        if m:
+            if not self.block:
+                self.start = lineno
+            self.block.append(m.group(1).strip())
+            return
+        self._close()
+
+    def _close(self) -> None:
+        if len(self.block) >= 2 and len(self.blocks) < MAX_COMMANDS:
+            self.blocks.append((self.start, self.block))
+        self.block = []
+
+    def results(self) -> list[LaunchCommand]:
+        self._close()
+        out = []
+        for start, flags in self.blocks:
+            tokens = _split(" ".join(flags))
+            args = _flags(tokens, [])
+            engine = _engine_of(args)
+            if engine is None:
+                continue
+            norm = {norm_flag(k): v for k, v in args.items()}
+            model = norm.get("model-path") or norm.get("model")
+            out.append(LaunchCommand(engine=engine, entry="flags", model=model if isinstance(model, str) else None,
+                                     args=args, norm_args=norm, raw=" ".join(flags)[:MAX_COMMAND_CHARS],
+                                     source=Where(path=self.path, line=start)))
+        return out
+
+
+def _engine_of(args: dict) -> str | None:
+    """sglang or vllm: whichever newest flag catalog knows more of these flags."""
+    from kb.flags import catalog
+
+    names = [k.split("=")[0] for k in args]
+    score = {e: sum(catalog(e).has(n) for n in names) for e in ("sglang", "vllm")}
+    best = max(score, key=score.get)
+    return best if score[best] and score[best] > min(score.values()) else None
 
 
 def _continues(line: str) -> bool:

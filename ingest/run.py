@@ -18,26 +18,30 @@ from typing import Iterable, Iterator
 from kb.errors import InputError
 from kb.evidence import RunEvidence
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
-from ingest.textfile import SNIFF_BYTES
+from ingest.textfile import SNIFF_BYTES, lines
 
 MAX_JSON_BYTES = 256 * 2**20  # a larger .json is read as JSON lines
 MAX_FILES = 10_000
+MAX_JSON_LINE = 64 * 2**20  # one JSON-lines document (vLLM --save-detailed lines are large)
+MAX_RECORDS = 100_000  # records from one file; a sweep has dozens
 
 
 def _line_parsers(path: str) -> list:
     from ingest import genai_perf, nvidia_smi, sglang_bench, sglang_log, vllm_bench, vllm_log
-    from ingest.launch_command import LaunchCommandLines
+    from ingest.launch_command import FlagListLines, LaunchCommandLines
 
     classes = [sglang_bench.SglangBenchText, vllm_bench.VllmBenchText, genai_perf.GenAiPerfCsv,
-               sglang_log.SglangLog, vllm_log.VllmLog, LaunchCommandLines, *nvidia_smi.PARSERS]
+               sglang_log.SglangLog, vllm_log.VllmLog, LaunchCommandLines, FlagListLines, *nvidia_smi.PARSERS]
     return [cls(path) for cls in classes]
 
 
 def _json_readers() -> list:
-    from ingest import genai_perf, guidellm, sglang_bench, vllm_bench
+    from ingest import genai_perf, guidellm, kb_sweep, sglang_bench, vllm_bench
     from ingest.hf_config import HfConfigReader
 
-    return [HfConfigReader(), *[cls() for m in (sglang_bench, vllm_bench, guidellm, genai_perf) for cls in m.READERS]]
+    # kb_sweep before sglang_bench: its lines are sglang's shape plus /metrics samples
+    return [HfConfigReader(), *[cls() for m in (kb_sweep, sglang_bench, vllm_bench, guidellm, genai_perf)
+                                for cls in m.READERS]]
 
 
 def walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str | None]]:
@@ -80,7 +84,11 @@ def _describe(records: list) -> str:
         levels = sorted({int(r.level()) for r in bench})
         parts.append(f"{len(bench)} benchmark run{'s' * (len(bench) != 1)} ({bench[0].tool}; load "
                      + ", ".join(map(str, levels[:8])) + ("…" if len(levels) > 8 else "") + ")")
-    for t in (r for r in records if isinstance(r, ServerTrace)):
+    live = [t for t in records if isinstance(t, ServerTrace) and t.stats.get("origin") == "metrics"]
+    if live:
+        parts.append(f"{live[0].engine} /metrics: {sum(t.stats.get('samples', 0) for t in live)} samples over "
+                     f"{len(live)} level{'s' * (len(live) != 1)}")
+    for t in (r for r in records if isinstance(r, ServerTrace) and r.stats.get("origin") != "metrics"):
         ev = ", ".join(f"{n} {k}" for k, n in t.stats.get("events", {}).items())
         facts = ", ".join(list(t.startup)[:4])
         parts.append(f"{t.engine} log: {t.stats.get('samples', 0)} stats lines" + (f", events: {ev}" if ev else "")
@@ -95,9 +103,11 @@ def _describe(records: list) -> str:
     return "; ".join(parts)
 
 
-def read_file(p: Path, warnings: list[str]) -> tuple[list, list[str]]:
+def read_file(p: Path, warnings: list[str], since: int | None = None) -> tuple[list, list[str]]:
     """Records from one file and the kinds recognised in it; problems with parts of
-    the file (a broken JSON line) are appended to `warnings` with file and line."""
+    the file (a broken JSON line) are appended to `warnings` with file and line.
+    `since` (a byte offset) keeps a text file's periodic stats lines from that
+    point on only: a live server's log, read for the window of one sweep."""
     with open(p, "rb") as fh:
         head = fh.read(SNIFF_BYTES)
     if b"\x00" in head:
@@ -107,7 +117,7 @@ def read_file(p: Path, warnings: list[str]) -> tuple[list, list[str]]:
         found = _read_json(p, warnings)
         if found is not None:
             return found
-    return _read_lines(p)
+    return _read_lines(p, since)
 
 
 def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
@@ -129,10 +139,13 @@ def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
     # JSON lines: one document per line (sglang bench_serving --output-file appends)
     records, kinds, any_json, broken = [], [], False, []
     with open(p, encoding="utf-8", errors="replace") as fh:
-        for n, line in enumerate(fh, 1):
+        for n, line in enumerate(lines(fh, MAX_JSON_LINE), 1):
             line = line.strip()
             if not line.startswith("{"):
                 continue
+            if len(records) >= MAX_RECORDS:
+                warnings.append(f"{p}:{n}: more than {MAX_RECORDS:,} records; the rest of the file was not read")
+                break
             try:
                 doc = json.loads(line)
             except (ValueError, RecursionError):
@@ -157,14 +170,16 @@ def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
 STATS_MARKERS = ("Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
 
 
-def _read_lines(p: Path) -> tuple[list, list[str]]:
+def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
     parsers = _line_parsers(str(p))
     logs = [x for x in parsers if x.kind in ("sglang-log", "vllm-log")]
-    with open(p, encoding="utf-8", errors="replace", newline=None) as fh:
-        for n, line in enumerate(fh, 1):
-            line = line.rstrip("\n")
-            for parser in (logs if any(m in line for m in STATS_MARKERS) else parsers):
-                parser.feed(n, line)
+    if since is not None and 0 < since <= p.stat().st_size:
+        _feed_since(p, since, parsers, logs)
+    else:
+        with open(p, encoding="utf-8", errors="replace", newline=None) as fh:
+            for n, line in enumerate(lines(fh), 1):
+                for parser in (logs if any(m in line for m in STATS_MARKERS) else parsers):
+                    parser.feed(n, line)
     records, kinds = [], []
     hw = []
     for parser in parsers:
@@ -183,9 +198,29 @@ def _read_lines(p: Path) -> tuple[list, list[str]]:
     return records, kinds
 
 
+def _feed_since(p: Path, since: int, parsers: list, logs: list) -> None:
+    """Every line to every parser, except stats lines before byte `since` (start-up
+    facts and server arguments stay, earlier traffic does not). Line numbers are the file's."""
+    pos = 0
+    with open(p, "rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            before = pos
+            pos += len(raw)
+            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+            if any(m in line for m in STATS_MARKERS):
+                if before < since:
+                    continue
+                for parser in logs:
+                    parser.feed(n, line)
+            else:
+                for parser in parsers:
+                    parser.feed(n, line)
+
+
 def read_run(paths: list[Path], config: str | None = None, gpu: str | None = None, engine: str | None = None,
-             launch: str | None = None) -> RunEvidence:
-    """Everything the files (and options) say about one run."""
+             launch: str | None = None, since: dict[str, int] | None = None) -> RunEvidence:
+    """Everything the files (and options) say about one run. `since` maps a file
+    path to a byte offset: that log's stats lines are read from there on only."""
     ev = RunEvidence()
     launches, hardware, models = [], [], []
     for p, skipped in walk(paths):
@@ -193,7 +228,7 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
             ev.files.append({"path": str(p), "skipped": skipped})
             continue
         try:
-            records, kinds = read_file(p, ev.warnings)
+            records, kinds = read_file(p, ev.warnings, (since or {}).get(str(p)))
         except OSError as e:
             ev.files.append({"path": str(p), "skipped": f"cannot be read ({e.strerror or e})"})
             continue
@@ -245,7 +280,8 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
     then what the server and benchmark reported."""
     from ingest.nvidia_smi import merge_hardware
 
-    cmd = launches[-1] if launches else None
+    full = [c for c in launches if c.entry != "flags"]
+    cmd = (full or launches or [None])[-1]
     ev.engine = engine or (cmd.engine if cmd else None) or next((t.engine for t in ev.traces), None) \
         or _engine_from_bench(ev.bench)
     ev.engine_version = next((t.engine_version for t in ev.traces if t.engine_version), None) \
@@ -255,13 +291,13 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
         args.update({_norm(k): v for k, v in t.server_args.items()})
         ev.server_args_source = ev.server_args_source or t.source
     for r in ev.bench:
-        if r.server_args:
-            args.update({_norm(k): v for k, v in r.server_args.items()})
+        if r.server_args:  # "bench" holds the tool's own settings, not the server's
+            args.update({_norm(k): v for k, v in r.server_args.items() if k != "bench"})
             ev.server_args_source = ev.server_args_source or (str(r.source) if r.source else None)
     if cmd:
         args.update({_norm(k): v for k, v in cmd.norm_args.items()})
         ev.server_args_source = str(cmd.source) if cmd.source else "launch command"
-        ev.launch_argv = _argv(cmd)
+        ev.launch_argv = _argv(cmd) if cmd.entry != "flags" else []
         ev.launch_env = dict(cmd.env)
     ev.server_args = args
     ev.model_path = (cmd.model if cmd else None) or args.get("model_path") or args.get("model") \

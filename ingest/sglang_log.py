@@ -26,7 +26,7 @@ RETRACT = re.compile(
     r"(?:, #new_tokens_gained: (\d+))?(?:, #new_token_ratio: ([\d.]+) -> ([\d.]+))?"
 )
 STARTUP = re.compile(r"\bmax_total_num_tokens=\d+.*")
-CAPTURE_BS = re.compile(r"Capture (cuda|cpu) graph bs (\[[\d, ]*\])")
+CAPTURE_BS = re.compile(r"Capture (cuda|cpu) graph bs (\[[\d, ]*\])|Capture (?:target )?decode (CUDA) graph begin\..*?\bbs=(\[[\d, ]*\])")
 CAPTURE_TOKENS = re.compile(r"Capture cuda graph num tokens (\[[\d, ]*\])")
 CAPTURE_END = re.compile(r"Capture (?:cuda|cpu) graph end\. Time elapsed: ([\d.]+) s\. mem usage=([\d.]+) GB")
 KV_ALLOC = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)")
@@ -139,10 +139,11 @@ class SglangLog(ServerLogBase):
     def _capture(self, lineno: int, line: str) -> bool:
         m = CAPTURE_BS.search(line)
         if m:
-            bs = literal(m.group(2))
+            device = m.group(1) or m.group(3).lower()
+            bs = literal(m.group(2) or m.group(4))
             if isinstance(bs, list) and bs:
                 self.recognised = True
-                key = "cuda_graph_bs" if m.group(1) == "cuda" else "cpu_graph_bs"
+                key = "cuda_graph_bs" if device == "cuda" else "cpu_graph_bs"
                 self.startup.setdefault(key, bs)
                 self.startup[key.replace("_bs", "_max_bs")] = max(max(bs), self.startup.get(key.replace("_bs", "_max_bs"), 0))
             return True

@@ -102,7 +102,7 @@ class Source(BaseModel):
         text = text.strip()
         if re.match(r"^[a-z][a-z0-9+.-]*://", text, re.I):
             return cls(url=text)
-        m = re.match(r"^(.*?):(\d+)(?:-(\d+))?$", text)
+        m = re.match(r"^(.*?):(\d{1,9})(?:-(\d{1,9}))?$", text)
         if m:
             return cls(path=m.group(1), line_start=int(m.group(2)),
                        line_end=int(m.group(3)) if m.group(3) else int(m.group(2)))
@@ -202,6 +202,8 @@ class BenchRun(BaseModel):
             return float(self.concurrency)
         if self.request_rate and self.request_rate != float("inf"):
             return self.request_rate
+        if self.peak_concurrency:  # no limit set: the load the run actually reached
+            return float(self.peak_concurrency)
         return float(self.num_prompts or 0)
 
     def throughput(self) -> float | None:

@@ -17,12 +17,12 @@ LEVELS = ["none", "low", "moderate", "severe", "critical"]
 
 THRESHOLDS: dict[str, dict[str, float]] = {
     "throughput-plateau": {"knee_gain": 0.10, "severe_efficiency": 0.35, "min_points": 3},
-    "low-single-stream-decode": {"severe_tok_s": 20, "moderate_tok_s": 40, "low_tok_s": 70},
+    "low-single-stream-decode": {"severe_tok_s": 20, "moderate_tok_s": 40, "low_tok_s": 70, "max_concurrency": 4},
     "running-cap-with-queue": {"pinned_fraction": 0.8, "min_samples": 5, "queue_fraction": 0.3},
     "kv-cache-pressure": {"usage": 0.95, "severe_events": 10},
-    "cuda-graph-exceeded": {"min_samples": 3},
+    "cuda-graph-exceeded": {"min_samples": 3, "cap_ratio": 2.0},
     "moe-default-config": {},
-    "ttft-queueing": {"ttft_ratio": 5.0, "ttft_ms": 2000},
+    "ttft-queueing": {"ttft_ratio": 5.0, "ttft_ms": 2000, "wait_share": 0.3, "wait_ms": 5000},
     "tp-over-pcie": {},
     "gpu-idle": {"util_pct": 30},
 }
@@ -82,7 +82,9 @@ def throughput_plateau(ev: RunEvidence, t: dict) -> Signal | None:
 
 
 def low_single_stream_decode(ev: RunEvidence, t: dict) -> Signal | None:
-    runs = [r for r in ev.bench if r.concurrency == 1]
+    """Per-stream decode speed (1000 / TPOT) at low load: at concurrency ≤ 4 the
+    server is latency-bound, so each stream's speed is what a user sees."""
+    runs = [r for r in ev.bench if r.concurrency and r.concurrency <= t["max_concurrency"]]
     if not runs:
         return None
     speeds = []
@@ -98,16 +100,17 @@ def low_single_stream_decode(ev: RunEvidence, t: dict) -> Signal | None:
         return None
     sev = "severe" if speed < t["severe_tok_s"] else "moderate" if speed < t["moderate_tok_s"] else "low"
     return Signal(id="low-single-stream-decode", title="Slow single-stream decode", severity=sev,
-                  summary=f"one request at a time decodes at {_fmt(speed)} tok/s",
-                  evidence=[_ev(f"concurrency 1: {_fmt(speed)} tok/s per stream"
+                  summary=f"each stream decodes at {_fmt(speed)} tok/s at concurrency {run.concurrency}",
+                  evidence=[_ev(f"concurrency {run.concurrency}: {_fmt(speed)} tok/s per stream"
                                 + (f" (TPOT {_fmt(1000 / speed)} ms)" if run.tpot_ms else ""), run.source)],
                   data={"tok_s": round(speed, 2)})
 
 
 def running_cap_with_queue(ev: RunEvidence, t: dict) -> Signal | None:
-    """Running requests pinned at the cap while requests wait."""
+    """Running requests pinned at the cap while requests wait. Every source that
+    shows it (a server log, live /metrics samples) adds its own evidence line."""
     cap = ev.arg("max_running_requests", "max_num_seqs")
-    best = None
+    found = []
     for tr in ev.traces:
         s = tr.stats
         cap_here = tr.startup.get("max_running_requests") or tr.startup.get("max_num_seqs") or cap
@@ -119,30 +122,40 @@ def running_cap_with_queue(ev: RunEvidence, t: dict) -> Signal | None:
         if queued_frac < t["queue_fraction"]:
             continue
         cap_used = int(cap_here) if cap_here else int(max_run)
+        if max_run < cap_used * 0.9:
+            continue  # queueing below the cap is a KV or scheduler matter, not this one
         example = next((x for x in tr.samples if x.running and x.running >= cap_used and x.queued), None)
-        candidate = (tr, cap_used, max_run, queued_frac, n, example)
-        if best is None or queued_frac > best[3]:
-            best = candidate
-    if best is None:
+        found.append((tr, cap_used, max_run, queued_frac, n, example))
+    if not found:
         return None
+    best = max(found, key=lambda c: (c[3], c[4]))
     tr, cap_used, max_run, queued_frac, n, example = best
-    if max_run < cap_used * 0.9:
-        return None  # queueing below the cap is a KV or scheduler matter, not this one
     sev = "severe" if queued_frac >= t["pinned_fraction"] else "moderate"
     if n < t["min_samples"]:
         sev = band(sev, -1)
-    evidence = [_ev(f"running requests reach {max_run} (cap {cap_used}) while {queued_frac:.0%} of {n} stats lines "
-                    f"show a waiting queue (max {tr.stats.get('queued_max')})", Where(path=tr.source))]
-    if example:
-        evidence.append(_ev(f"running {example.running}, queued {example.queued}"
-                            + (f", token usage {example.token_usage:.2f}" if example.token_usage is not None else ""),
-                            Where(path=tr.source, line=example.line)))
+    by_origin: dict[str, tuple] = {}
+    for c in found:  # the strongest case from each kind of source, the best one first
+        origin = c[0].stats.get("origin") or "log"
+        if origin not in by_origin or (c[3], c[4]) > (by_origin[origin][3], by_origin[origin][4]):
+            by_origin[origin] = c
+    shown = sorted(by_origin.values(), key=lambda c: c is not best)
+    evidence = []
+    for c_tr, c_cap, c_run, c_frac, c_n, c_ex in shown:
+        metrics = c_tr.stats.get("origin") == "metrics"
+        what = (f"/metrics samples at concurrency {c_tr.stats.get('level')}" if metrics else "stats lines")
+        evidence.append(_ev(f"running requests reach {c_run} (cap {c_cap}) while {c_frac:.0%} of {c_n} {what} "
+                            f"show a waiting queue (max {c_tr.stats.get('queued_max')})", Where(path=c_tr.source)))
+        if c_ex:
+            evidence.append(_ev(("/metrics: " if metrics else "") + f"running {c_ex.running}, queued {c_ex.queued}"
+                                + (f", token usage {c_ex.token_usage:.2f}" if c_ex.token_usage is not None else ""),
+                                Where(path=c_tr.source, line=c_ex.line)))
     return Signal(id="running-cap-with-queue", title="Running requests pinned at the cap while requests queue",
                   severity=sev, summary=f"the server runs at most {cap_used} requests and queues the rest",
                   evidence=evidence,
                   data={"cap": cap_used, "running_max": max_run, "queue_nonzero_frac": round(queued_frac, 3),
-                        "queued_max": tr.stats.get("queued_max"),
-                        "token_usage_max": tr.stats.get("token_usage_max")})
+                        "queued_max": max(c[0].stats.get("queued_max") or 0 for c in found),
+                        "token_usage_max": tr.stats.get("token_usage_max"),
+                        "sources": sorted(by_origin)})
 
 
 def kv_cache_pressure(ev: RunEvidence, t: dict) -> Signal | None:
@@ -173,7 +186,18 @@ def cuda_graph_exceeded(ev: RunEvidence, t: dict) -> Signal | None:
         off = (s.get("cuda_graph_false") or 0)
         captured = tr.startup.get("cuda_graph_max_bs") or ev.arg("cuda_graph_max_bs")
         max_run = s.get("running_max") or 0
+        cap = tr.startup.get("max_running_requests") or ev.arg("max_running_requests")
         if not off and not (captured and max_run > int(captured)):
+            if captured and cap and int(cap) >= t["cap_ratio"] * int(captured) and not max_run:
+                # no decode lines yet: the start-up facts alone show the gap
+                return Signal(id="cuda-graph-exceeded", title="CUDA-graph ceiling far below the running cap",
+                              severity="low",
+                              summary=f"graphs captured up to batch {captured} while up to {cap} requests may run: "
+                                      f"batches above {captured} will decode without CUDA graphs",
+                              evidence=[_ev(f"capture list up to {captured}; max_running_requests={cap}",
+                                            Where(path=tr.source))],
+                              data={"running_max": int(cap), "captured_max_bs": int(captured), "eager_samples": 0,
+                                    "from_startup": True})
             continue
         max_off = s.get("cuda_graph_false_running_max") or max_run
         sev = "severe" if off >= t["min_samples"] else "low"
@@ -208,9 +232,11 @@ def moe_default_config(ev: RunEvidence, t: dict) -> Signal | None:
 
 
 def ttft_queueing(ev: RunEvidence, t: dict) -> Signal | None:
+    """TTFT growing with load across levels, or within one run, requests waiting for
+    their first token a large share of their whole latency (they queued)."""
     pts = [p for p in ev.curve() if p.ttft_median_ms is not None]
     if len(pts) < 2:
-        return None
+        return _queueing_in_one_run(ev, t)
     lo, hi = pts[0], pts[-1]
     ratio = hi.ttft_median_ms / lo.ttft_median_ms if lo.ttft_median_ms else 0
     if ratio < t["ttft_ratio"] and hi.ttft_median_ms < t["ttft_ms"]:
@@ -223,6 +249,24 @@ def ttft_queueing(ev: RunEvidence, t: dict) -> Signal | None:
                   evidence=[_ev(f"{_fmt(p.level)} concurrency: median TTFT {_fmt(p.ttft_median_ms)} ms",
                                 p.sources[0] if p.sources else None) for p in (lo, hi)],
                   data={"ratio": round(ratio, 2), "ttft_high_ms": hi.ttft_median_ms})
+
+
+def _queueing_in_one_run(ev: RunEvidence, t: dict) -> Signal | None:
+    for r in ev.bench:
+        ttft = r.ttft_ms.get("median") or r.ttft_ms.get("mean")
+        tpot = r.tpot_ms.get("median") or r.tpot_ms.get("mean")
+        total = r.e2e_ms.get("median") or r.e2e_ms.get("mean") or (
+            ttft + tpot * r.output_len if ttft and tpot and r.output_len else None)
+        if not ttft or not total or ttft < t["wait_ms"] or ttft / total < t["wait_share"]:
+            continue
+        level = r.level()
+        return Signal(id="ttft-queueing", title="Requests queue before their first token", severity="moderate",
+                      summary=f"median TTFT {_fmt(ttft / 1000)} s is {ttft / total:.0%} of the request latency "
+                              f"at load {_fmt(level)}: requests wait for a slot",
+                      evidence=[_ev(f"load {_fmt(level)}: median TTFT {_fmt(ttft)} ms"
+                                    + (f", TPOT {_fmt(tpot)} ms" if tpot else ""), r.source)],
+                      data={"ttft_high_ms": ttft, "wait_share": round(ttft / total, 3), "level": level})
+    return None
 
 
 def tp_over_pcie(ev: RunEvidence, t: dict) -> Signal | None:

@@ -79,6 +79,13 @@ def test_running_cap_vllm_uses_max_num_seqs():
     assert flag(p, "--max-num-seqs").new == 32
 
 
+def test_running_cap_fires_when_offered_load_exceeds_cap_and_requests_queue():
+    run = BenchRun(tool="vllm-bench", concurrency=512, total_throughput=9959.18,
+                   ttft_ms={"median": 419854.01}, tpot_ms={"median": 451.88}, e2e_ms={"median": 462730.0})
+    p = run_rule("running-request-cap", runs=[run], args={"max_running_requests": "64"})
+    assert flag(p, "--max-running-requests").new == 512 and "ttft-queueing" in p.supporting
+
+
 def test_running_cap_quiet_when_no_queue_and_scaling():
     assert run_rule("running-request-cap", runs=bench((32, 1000, 100), (64, 1900, 110), (128, 3600, 130)),
                     traces=[trace(cap=256, max_running=128, queued=0.0)]) is None
@@ -97,6 +104,13 @@ def test_cuda_graph_fires_on_eager_decode_batches():
 def test_cuda_graph_flag_name_follows_the_version():
     p = run_rule("cuda-graph-ceiling", version="0.5.23", traces=[trace(cap=512, max_running=300, graph_false=40, max_graph_false=300)])
     assert p.changes[0].flag == "--cuda-graph-max-bs-decode"
+
+
+def test_cuda_graph_gap_from_startup_facts_alone():
+    tr = ServerTrace(engine="sglang", source="s.log", startup={"max_running_requests": 4096, "cuda_graph_max_bs": 32},
+                     stats={"samples": 0})
+    p = run_rule("cuda-graph-ceiling", traces=[tr])
+    assert flag(p, "--cuda-graph-max-bs").new == 256 and p.severity == "low"
 
 
 def test_cuda_graph_quiet_when_batches_fit():
@@ -155,6 +169,17 @@ def test_moe_warning_is_a_red_herring_on_another_backend():
     p = run_rule("moe-kernel-config", model=GLM5, hw=PRO6000, traces=[trace(events=[MOE_EVENT])],
                  args={"moe_runner_backend": "flashinfer_cutlass"})
     assert p.severity == "low" and "red herring" in p.title and not p.commands
+
+
+def test_moe_model_without_a_log_gets_a_low_reminder_to_check():
+    p = run_rule("moe-kernel-config", model=GLM5, hw=H100, args={"tp_size": 8})
+    assert p.severity == "low" and p.title.startswith("Check") and any("tuning_fused_moe_triton" in c for c in p.commands)
+
+
+def test_moe_tuning_passes_ep_size():
+    p = run_rule("moe-kernel-config", model=GLM5, hw=H100, traces=[trace(events=[MOE_EVENT])],
+                 args={"tp_size": 8, "ep_size": 8})
+    assert "--ep-size 8" in " ".join(p.commands)
 
 
 def test_moe_tuning_quiet_for_dense_model():
@@ -222,6 +247,12 @@ def test_eager_mode_flag_is_removed():
 
 def test_eager_mode_quiet_by_default():
     assert run_rule("eager-mode") is None
+
+
+def test_async_scheduling_only_where_the_version_defaults_it_off():
+    assert run_rule("async-scheduling", engine="vllm", version="0.11.0").changes[0].flag == "--async-scheduling"
+    assert run_rule("async-scheduling", engine="vllm", version="0.32.0") is None
+    assert run_rule("async-scheduling", engine="vllm", version="0.11.0", args={"async_scheduling": True}) is None
 
 
 def test_every_rule_has_documented_headings_and_unique_id():

@@ -133,3 +133,25 @@ def test_idle_gpus_during_a_benchmark_are_a_signal(tmp_path):
     ev = read_run([d])
     assert ev.hardware.utilization_pct == 0.0
     assert "gpu-idle" in {s.id for s in detect(ev)}
+
+
+def test_flag_list_without_command_is_read_as_server_args(tmp_path):
+    """GPUStack-style "backend parameters" (tests/data/diagnosis/gpustack-glm52-h200-max-running)."""
+    d = DATA / "diagnosis" / "gpustack-glm52-h200-max-running"
+    ev = read_run([d / "backend-params.txt"])
+    assert ev.engine == "sglang" and ev.server_args["max_running_requests"] == "64"
+    assert ev.files[0]["kind"] == "server-flags"
+
+
+def test_new_sglang_capture_line_gives_the_graph_ceiling():
+    ev = read_run([DATA / "diagnosis" / "sglang-33483-l40-cuda-graph-ceiling" / "server.log"])
+    assert ev.traces[0].startup["cuda_graph_max_bs"] == 32
+    assert ev.traces[0].startup["max_running_requests"] == 4096
+
+
+def test_one_run_with_long_waits_is_queueing():
+    from kb.signals import detect
+
+    ev = read_run([DATA / "diagnosis" / "gpustack-glm52-h200-max-running"])
+    sig = {s.id: s for s in detect(ev)}["ttft-queueing"]
+    assert sig.data["level"] == 512 and sig.data["wait_share"] > 0.3

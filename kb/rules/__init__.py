@@ -1,6 +1,7 @@
 """Rules: one module per rule, registered in one explicit table (`RULES`)."""
 
 from kb.rules import (
+    async_scheduling,
     cuda_graph_ceiling,
     dp_attention,
     eager_mode,
@@ -24,4 +25,5 @@ RULES = [
     pcie_topology.RULE,
     speculative_decoding.RULE,
     eager_mode.RULE,
+    async_scheduling.RULE,
 ]

@@ -27,6 +27,10 @@ def check(ctx: RuleContext) -> Proposal | None:
     need = max(observed, cap_target or 0)
     if not sig and not (captured and need > int(captured)):
         return None
+    if sig and sig.data.get("from_startup"):
+        # only the start-up facts are known: cover the batches a busy server commonly runs,
+        # not the whole cap (graphs cost memory); decode lines will show if more is needed
+        need = min(need, 256)
     new = round_up(need, 8)
     if captured and new <= int(captured):
         return None

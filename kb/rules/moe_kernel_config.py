@@ -3,7 +3,8 @@
 What it flags: the fused-MoE Triton kernel runs with its default tile config
 (`Using default MoE kernel config ... Config file not found at .../E=..,N=..,
 device_name=..`), so no tuned config exists for this expert count, shard size and
-GPU.
+GPU. Without a server log, a MoE model on the Triton runner gets a low-severity
+reminder to check for the warning.
 
 Why it matters: MoE layers dominate decode time in large MoE models; untuned
 tiles can leave much of the GPU idle. When another MoE runner backend is in use
@@ -70,7 +71,11 @@ def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
     if ctx.engine == "sglang":
         version = ctx.ev.engine_version or ctx.catalog.version
         tune = ["python", "benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py", "--model", model,
-                "--tp-size", str(tp), "--dtype", dtype, "--tune"]
+                "--tp-size", str(tp)]
+        ep = int(ctx.arg("ep") or 1)
+        if ep > 1:  # the expert shard differs under EP: tune for the layout that runs
+            tune += ["--ep-size", str(ep)]
+        tune += ["--dtype", dtype, "--tune"]
         if shape.get("path"):
             dest = shape["path"].rsplit("/", 1)[0] + "/"
             copy = f"cp {shlex.quote(fname)} {shlex.quote(dest)}"
@@ -89,7 +94,8 @@ def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
 def check(ctx: RuleContext) -> Proposal | None:
     sig = ctx.signals.get("moe-default-config")
     plateau = ctx.signals.get("throughput-plateau")
-    if not sig and not (plateau and ctx.model and ctx.model.is_moe):
+    unlogged = not ctx.ev.traces and ctx.model is not None and ctx.model.is_moe
+    if not sig and not (plateau and ctx.model and ctx.model.is_moe) and not unlogged:
         return None
     shape = tuning_shape(ctx)
     if not shape:
@@ -103,10 +109,13 @@ def check(ctx: RuleContext) -> Proposal | None:
                      f"(expert intermediate size {ctx.model.expert_intermediate_size} / TP {ctx.tp()})")
     if red_herring:
         notes.append(f"the server runs MoE on `{backend}`, not Triton: the Triton config is off the hot path")
+    if unlogged and not sig and not plateau:
+        notes.append("no server log was given: look for `Using default MoE kernel config` in it; tune only if it is there")
     return Proposal(
         title=("Default-MoE-config warning is a red herring here" if red_herring
-               else f"Tune the fused-MoE kernel for E={shape['E']}, N={shape['N']} on this GPU"),
-        severity="low" if red_herring else ("severe" if sig and plateau else "moderate"),
+               else f"Tune the fused-MoE kernel for E={shape['E']}, N={shape['N']} on this GPU" if sig or plateau
+               else f"Check for a tuned fused-MoE config (E={shape['E']}, N={shape['N']}) on this GPU"),
+        severity="low" if red_herring or not (sig or plateau) else ("severe" if sig and plateau else "moderate"),
         rationale=(f"no tuned config {config_file_name(shape)} exists, so the MoE layers run default tiles"
                    if not red_herring else "the warning concerns a kernel this server does not use"),
         commands=[] if red_herring else tuning_commands(ctx, shape),

@@ -10,7 +10,8 @@ batch no larger than the cap however much load arrives, so throughput plateaus
 and TTFT grows with queueing.
 
 Evidence: `#running-req` / `Running: N reqs` at the cap with `#queue-req` /
-`Waiting` > 0 in the server log or /metrics; a plateau whose knee sits at the cap.
+`Waiting` > 0 in the server log or /metrics; a plateau whose knee sits at the cap;
+or a benchmark offering more concurrency than the cap while TTFT shows queueing.
 
 Fix: raise the cap to the load you serve, within the KV capacity the start-up
 log reports; raise the CUDA-graph batch ceiling with it (KB102).
@@ -24,7 +25,9 @@ def check(ctx: RuleContext) -> Proposal | None:
     plateau = ctx.signals.get("throughput-plateau")
     cap = ctx.arg("max_running_requests") or (sig.data["cap"] if sig else None)
     binds_at_knee = bool(plateau and cap and int(cap) <= plateau.data["knee"] * 1.1)
-    if not sig and not binds_at_knee:
+    queueing = ctx.signals.get("ttft-queueing")
+    below_load = bool(queueing and cap and int(cap) < ctx.max_level())  # offered more than it may run
+    if not sig and not binds_at_knee and not below_load:
         return None
     new = target_running_cap(ctx)
     if not new:
@@ -40,7 +43,7 @@ def check(ctx: RuleContext) -> Proposal | None:
         severity=sig.severity if sig else "moderate",
         rationale=(f"running requests stop at {cap} while requests wait; a larger running batch lets the GPUs "
                    f"work on more sequences per decode step."),
-        changes=[flag], evidence=(sig.evidence if sig else plateau.evidence[:3]), supporting=supporting,
+        changes=[flag], evidence=(sig or plateau or queueing).evidence[:3], supporting=supporting,
     )
 
 
