@@ -11,6 +11,7 @@ Two readings of one parse (markdown-it-py tokens, with their source line maps):
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,7 @@ from kb.errors import InputError
 from kb.hardware import lookup_gpu
 from kb.records import Context, Finding, Gain, Source
 from ingest import gains as gain_text
-from ingest.textfile import read_text
+from ingest.textfile import MAX_FINDINGS_BYTES, read_text
 
 # ---------------------------------------------------------------- parsing
 
@@ -184,9 +185,12 @@ def _number(path: str, line: int, column: str, cell: str) -> float | None:
     if cell in ("", "-", "—"):
         return None
     try:
-        return float(cell.replace(",", ""))
+        v = float(cell.replace(",", ""))
     except ValueError:
-        raise InputError(path, f"gains table column {column!r}: expected a number or '-', got {cell!r}", line) from None
+        v = math.nan
+    if not math.isfinite(v):
+        raise InputError(path, f"gains table column {column!r}: expected a number or '-', got {cell[:40]!r}", line)
+    return v
 
 
 def _canonical(sec: Section, path: str) -> Finding:
@@ -425,12 +429,23 @@ def parse_findings(text: str, path: str) -> list[Finding]:
     return out
 
 
+def finding_spans(text: str) -> dict[str, tuple[int, int]]:
+    """Canonical finding id → (first line, last line) of its section, 1-based, so one
+    finding can be rewritten in place and the rest of the file kept byte for byte."""
+    spans = {}
+    for sec in parse_sections(text):
+        fid = next((f[1] for i in sec.items if i.in_list and (f := _field(i)) and f[0] == "id"), None)
+        if fid:
+            spans[fid] = (sec.line_start, sec.line_end)
+    return spans
+
+
 def _has_id(sec: Section) -> bool:
     return any((f := _field(i)) and f[0] == "id" for i in sec.items if i.in_list)
 
 
 def read_findings(path: str | Path, display_path: str | None = None) -> list[Finding]:
-    text = read_text(path)
+    text = read_text(path, MAX_FINDINGS_BYTES)
     return parse_findings(text, display_path or str(path))
 
 

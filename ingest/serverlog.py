@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 from kb.records import Event, Sample, ServerTrace, Where
+from kb.redact import redact  # noqa: F401 - the parsers import it from here too
 
 MAX_SAMPLES = 2000
 EVENTS_PER_KIND = 50
@@ -85,17 +86,6 @@ def as_bool(value: str | None) -> bool | None:
 
 
 # ---------------------------------------------------------------- argument dumps
-
-SECRET_KEY = re.compile(r"api_?key|token$|secret|password|passwd|credential", re.I)
-
-
-def redact(key: str, value: Any) -> Any:
-    """Keys that may hold a credential (api_key, hf_token, ...) keep only that they were set."""
-    k = key.lower().lstrip("-").replace("-", "_")
-    if value in (None, False, "", [], {}) or not SECRET_KEY.search(k):
-        return value
-    return "<redacted>"
-
 
 def split_top(text: str, sep: str = ",") -> list[str]:
     """Split on `sep` outside brackets and quotes (a repr holds lists, dicts and strings)."""

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 from ingest import bench_common as bc
 from ingest.bench_text import ServingBenchText
 from kb.records import BenchRun
+from kb.redact import redact
 
 KIND = "sglang-bench-jsonl"
 TOOL = "sglang-bench"
@@ -94,7 +95,7 @@ def _server_info(info: Any) -> tuple[dict, str | None, float | None]:
         return {}, None, None
     if isinstance(info.get("decode"), list) and info["decode"] and isinstance(info["decode"][0], Mapping):
         info = info["decode"][0]
-    args = {str(k): v for k, v in info.items() if k not in ("internal_states", "version")}
+    args = {str(k): redact(str(k), v) for k, v in info.items() if k not in ("internal_states", "version")}
     version = info.get("version")
     spec = bc.num(bc.dig(info, "internal_states.0.avg_spec_accept_length"))
     return args, version if isinstance(version, str) else None, spec

@@ -13,13 +13,16 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
+import sys
 import tempfile
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
-from kb.errors import InputError
+from kb.errors import IndexError_, InputError
 from kb.records import Finding
 
 MANIFEST_VERSION = 1
@@ -108,6 +111,64 @@ def file_lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
+LOCK_NAME = ".kb.lock"
+LOCK_TIMEOUT = 300.0  # seconds a writer waits for another (a large ingest, a rebuild)
+
+
+@contextmanager
+def kb_lock(home: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
+    """The knowledge base's write lock (index + manifest), held across read, parse and write.
+
+    An flock: the kernel releases it when its holder exits or is killed (SIGKILL
+    included), so a lock file left behind by a dead process never blocks anyone and
+    needs no clearing. The holder writes its pid into the file, for the message a
+    waiter gives up with."""
+    import fcntl
+
+    home.mkdir(parents=True, exist_ok=True)
+    path = home / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise IndexError_(f"{home} is being written by another kb process ({_holder(path)}) "
+                                      f"for more than {timeout:g} s; try again later") from None
+                time.sleep(0.05)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _holder(path: Path) -> str:
+    try:
+        pid = int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return "pid unknown"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return f"pid {pid}, no longer running"
+    except PermissionError:
+        pass
+    return f"pid {pid}"
+
+
+def _expected_docs(known: dict) -> int:
+    return sum(len(e.get("ids", [])) for e in known.values())
+
+
+def _notice(message: str) -> None:
+    """A line on stderr: what kb did on its own (a rebuild) that the user should know."""
+    print(f"kb: {message}", file=sys.stderr, flush=True)
+
+
 @dataclass
 class FileResult:
     path: str
@@ -159,15 +220,61 @@ class Store:
     # ------------------------------------------------------------ sync
     def sync(self, load: Loader, paths: Iterable[Path] = (), force: bool = False) -> SyncReport:
         """Bring the index in step with the auto sources, the pinned ones, and `paths`
-        (which become pinned). Parses every changed file first; writes only if all parse."""
+        (which become pinned). Parses every changed file first; writes only if all parse.
+
+        When nothing changed and the index is sound, nothing is locked or written (every
+        `kb ask` starts here). Otherwise the work is done under the knowledge base's lock,
+        so concurrent `kb ingest`/`kb attach`/`kb ask` lose no finding; a missing or
+        damaged index (a killed process, a disk problem) is rebuilt from the sources,
+        and that is announced on stderr."""
+        report = None if force else self._unchanged(paths)
+        if report is not None:
+            return report
+        with kb_lock(self.home):
+            return self._sync(load, paths, force)
+
+    def _wanted(self, known: dict, paths: Iterable[Path]) -> tuple[set[str], set[str]]:
+        new_paths = {str(Path(p).resolve()) for p in paths}
+        wanted = {str(p.resolve()) for p in self.auto_sources()} | new_paths
+        wanted |= {p for p, e in known.items() if e.get("pinned") and Path(p).exists()}
+        return wanted, new_paths
+
+    def _unchanged(self, paths: Iterable[Path]) -> SyncReport | None:
+        """The report of a sync with nothing to do, or None when there is work (or doubt)."""
+        from kb import index as kbindex
+
+        known = self.manifest()["sources"]
+        wanted, new_paths = self._wanted(known, paths)
+        if set(known) - wanted or any(not known.get(k, {}).get("pinned") for k in new_paths):
+            return None
+        report = SyncReport()
+        for key in sorted(wanted):
+            entry = known.get(key)
+            try:
+                st = os.stat(key)
+            except OSError:
+                if key in new_paths:
+                    return None
+                continue
+            if not stat.S_ISREG(st.st_mode) and key not in new_paths:
+                continue
+            if not entry or entry["size"] != st.st_size or entry["mtime_ns"] != st.st_mtime_ns:
+                return None
+            report.files.append(FileResult(entry.get("display", key), "unchanged"))
+        if kbindex.check(self.index_dir, _expected_docs(known)) is not None:
+            return None
+        return report
+
+    def _sync(self, load: Loader, paths: Iterable[Path], force: bool) -> SyncReport:
         from kb import index as kbindex
 
         manifest = self.manifest()
         known = manifest["sources"]
-        new_paths = {str(Path(p).resolve()) for p in paths}
-        wanted = {str(p.resolve()) for p in self.auto_sources()} | new_paths
-        wanted |= {p for p, e in known.items() if e.get("pinned") and Path(p).exists()}
-        if not kbindex.exists(self.index_dir):
+        wanted, new_paths = self._wanted(known, paths)
+        problem = kbindex.check(self.index_dir, _expected_docs(known))
+        if problem is not None:
+            if known and not force:  # the index was there: say why it is being rebuilt
+                _notice(f"{problem}; rebuilding it from {len(wanted)} source files")
             force = True
         report = SyncReport()
         pending: list[tuple[str, dict, list[Finding]]] = []
@@ -180,13 +287,16 @@ class Store:
                 if key in new_paths:
                     raise InputError(p, "no such file") from None
                 continue
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device named *.md is never opened
+                if key in new_paths:
+                    raise InputError(p, "not a regular file (FIFO, device or socket)")
+                continue
             if not force and entry and entry["size"] == st.st_size and entry["mtime_ns"] == st.st_mtime_ns:
                 report.files.append(FileResult(entry.get("display", key), "unchanged"))
                 continue
-            try:
-                data = p.read_bytes()
-            except OSError as e:
-                raise InputError(p, f"cannot be read ({e.strerror or e})") from None
+            from ingest.textfile import MAX_FINDINGS_BYTES, read_bytes
+
+            data = read_bytes(p, MAX_FINDINGS_BYTES)
             digest = file_hash(data)
             shown = display_path(p)
             new_entry = {"hash": digest, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "display": shown,
@@ -203,11 +313,17 @@ class Store:
             report.files.append(FileResult(known[key].get("display", key), "removed"))
         self._check_unique_ids(known, pending, removed)
         if pending or removed or force:
+            # The manifest first says what the index is about to hold, with the changed
+            # sources marked unread (size -1, no hash): a process killed before the index
+            # commit leaves them to be read again, and a doc count the index does not have.
+            for key in removed:
+                known.pop(key, None)
+            for key, entry, records in pending:
+                known[key] = {**entry, "size": -1, "hash": "", "ids": [r.id for r in records]}
+            self._save_manifest(manifest)
             kbindex.write(self.index_dir, pending, removed, rebuild=force)
-        for key in removed:
-            known.pop(key, None)
-        for key, entry, records in pending:
-            known[key] = {**entry, "ids": [r.id for r in records]}
+            for key, entry, records in pending:
+                known[key] = {**entry, "ids": [r.id for r in records]}
         self._save_manifest(manifest)
         return report
 
