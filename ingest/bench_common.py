@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from kb.errors import InputError
 from kb.records import BenchRun, Where
+from kb.redact import redact_data
 
 # ---------------------------------------------------------------- numbers
 
@@ -214,6 +215,8 @@ def serving_flavour(doc: Any) -> str | None:
 def make_run(path: str, line: int | None, **fields: Any) -> BenchRun:
     """A BenchRun from the fields that were read (None and empty values dropped)."""
     data = {k: v for k, v in fields.items() if v is not None and v != {}}
+    if "server_args" in data:  # a server's arguments and the tool's --metadata tags may hold credentials
+        data["server_args"] = redact_data(data["server_args"])
     try:
         return BenchRun(source=Where(path=str(path), line=line), **data)
     except ValidationError as e:  # a bug here, not in the input: still name the file

@@ -25,6 +25,10 @@ STAT = re.compile(r"^(mean|median|std|min|max|p\d+(?:\.\d+)?) (ttft|tpot|itl|e2e
 NAMESPACE = re.compile(r"(?:^|[\s=:])[Nn]amespace\((.*)\)\s*$")
 STAT_FIELD = {"ttft": "ttft_ms", "tpot": "tpot_ms", "itl": "itl_ms", "e2el": "e2e_ms", "e2e latency": "e2e_ms"}
 MAX_UNKNOWN = 5  # consecutive unreadable lines that end a block cut short
+# A result line is short ("Mean TTFT (ms):   12.3", with a log prefix at most); FIELD's lazy
+# label is quadratic in the length of a line without a colon, so longer lines are not fields.
+MAX_FIELD_LINE = 512
+MAX_RUNS = 10_000  # result blocks kept from one file
 
 # normalised label → (where it goes, how to read it, whose label it is: s=sglang v=vLLM)
 # where: a BenchRun field, or "x:<name>" for server_args["bench"][name].
@@ -89,6 +93,8 @@ def lookup(label: str) -> tuple[str, Any, str] | None:
 
 def read_field(line: str) -> tuple[str, str] | None:
     """(label, value) from a `Label:   value` line, else None."""
+    if len(line) > MAX_FIELD_LINE or ":" not in line:
+        return None
     for m in FIELD.finditer(line):
         if line[m.end():].strip() == "":
             return m.group(1), m.group(2)
@@ -176,7 +182,9 @@ class ServingBenchText:
 
     def _outside(self, line: str) -> None:
         if "amespace(" in line:
-            m = NAMESPACE.search(line)
+            # NAMESPACE ends in `\)\s*$`: without a closing parenthesis every "Namespace(" in the
+            # line would be tried to the end of it (quadratic)
+            m = NAMESPACE.search(line) if line.rstrip().endswith(")") else None
             if m:
                 self.args = parse_namespace(m.group(1))
                 self.args_used = False
@@ -192,7 +200,7 @@ class ServingBenchText:
         if block is None:
             return
         run = self._run(block)
-        if run is not None:
+        if run is not None and len(self.runs) < MAX_RUNS:
             self.runs.append(run)
         if block.values:  # what came before this block was about this block
             self.prelude = {}

@@ -9,17 +9,18 @@ import re
 from kb.records import Gain
 from kb import vocab
 
-NUM = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?"
+# at most 15 digits before the point: a longer run is not a measurement, and its float would be inf
+NUM = r"\d{1,3}(?:,\d{3}){1,4}(?:\.\d+)?|\d{1,15}(?:\.\d+)?"
 UNIT = r"tok/s|tokens/s|tokens/sec|tok/sec|t/s|tps|req/s|ms|s|%|GB/s|GB|x"
 ARROW = re.compile(
-    rf"(?:from\s+)?(?P<a>{NUM})\s*(?P<ua>{UNIT})?\s*(?:→|->|=>|⟶|➜|\bto\b)\s*~?(?P<b>{NUM})\s*(?P<ub>{UNIT})?(?![\w/])",
+    rf"(?:from\s+)?(?<![\d.,])(?P<a>{NUM})\s*(?P<ua>{UNIT})?\s*(?:→|->|=>|⟶|➜|\bto\b)\s*~?(?P<b>{NUM})\s*(?P<ub>{UNIT})?(?![\w/])",
     re.I,
 )
 RATIO = re.compile(rf"(?<![\w.])(?P<r>{NUM})\s*[x×](?![\w])", re.I)
 PERCENT = re.compile(rf"(?<![\w.])(?P<sign>[+\-−])\s?(?P<p>{NUM})\s?%", re.I)
 CONCURRENCY = re.compile(
-    r"(?:at\s+|@\s*)?(?:c\s*=\s*|concurrency\s*(?:of|=|:)?\s*|max[-_ ]concurrency\s*=?\s*|bs\s*=?\s*|batch size\s*)(?P<a>\d+)\b"
-    r"|(?P<b>\d+)\s*(?:concurrency|concurrent|conc\b|parallel requests|users|streams)",
+    r"(?:at\s+|@\s*)?(?:c\s*=\s*|concurrency\s*(?:of|=|:)?\s*|max[-_ ]concurrency\s*=?\s*|bs\s*=?\s*|batch size\s*)(?P<a>\d{1,9})\b"
+    r"|(?<!\d)(?P<b>\d{1,9})\s*(?:concurrency|concurrent|conc\b|parallel requests|users|streams)",
     re.I,
 )
 _RATIO_TAIL = re.compile(r"^\s*(?:faster|speed|higher|better|more (?:throughput|tok)|improv|throughput|gain|boost|lower|less|slower|tok/s)", re.I)

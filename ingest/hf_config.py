@@ -9,10 +9,13 @@ and the quantization schemes serving engines care about are recognised.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from ingest.hf_quant import CONFIG, GPTQ_CONFIG, NESTED, QUANT_CONFIG, detect_quantization
 from kb.errors import InputError, NotFoundError
@@ -27,6 +30,17 @@ MTP = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
 # Families whose MLP is a plain up/down projection rather than gated (SwiGLU/GeGLU).
 UNGATED = {"gpt2", "gpt_neox", "gptj", "gpt_bigcode", "opt", "bloom", "falcon", "phi", "starcoder2", "mpt"}
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+# Settings the arithmetic reads as whole numbers, with the largest value taken as real
+# (a layer count is iterated over, so it is held to far less than a width).
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "num_layers")
+SIZE_KEYS = ("hidden_size", "d_model", "num_attention_heads", "n_head", "num_key_value_heads", "head_dim",
+             "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "kv_lora_rank", "q_lora_rank",
+             "intermediate_size", "intermediate_size_mlp", "ffn_dim", "moe_intermediate_size",
+             "shared_expert_intermediate_size", "n_shared_experts", "num_shared_experts", "vocab_size",
+             "max_position_embeddings", "n_positions", "seq_length", "first_k_dense_replace",
+             "decoder_sparse_step", "interleave_moe_layer_step", *EXPERTS, *TOP_K, *MTP)
+MAX_LAYERS = 100_000
+MAX_SIZE = 2**40
 
 
 # ------------------------------------------------------------------ locating
@@ -60,6 +74,8 @@ def locate_config(spec: str | Path) -> Path:
         found = _in_dir(p, looked)
         if found:
             return found
+    elif p.exists():
+        looked.append(f"{p} (not a regular file: a FIFO, device or socket is never read)")
     else:
         looked.append(f"{p} (no such file or directory)")
     if _REPO_ID.match(str(spec)):
@@ -156,6 +172,10 @@ def _read_json(path: Path) -> dict:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(path, f"not valid JSON ({e.msg})", line=e.lineno) from None
+    except RecursionError:
+        raise InputError(path, "JSON nested too deeply to be a config") from None
+    except ValueError as e:  # an integer of more than 4300 digits
+        raise InputError(path, f"not valid JSON ({str(e)[:80]})") from None
     if not isinstance(doc, dict):
         raise InputError(path, "expected a JSON object")
     return doc
@@ -191,8 +211,38 @@ def _first(t: dict, names: tuple[str, ...]) -> Any:
     return None
 
 
+def check_fields(cfg: Any, where: str) -> None:
+    """InputError naming the field when a setting kb computes with has the wrong type
+    or an impossible size (a hand-edited or damaged config.json)."""
+    if not isinstance(cfg, dict):
+        raise InputError(where, "expected a JSON object")
+    t = text_config(cfg)
+    for key in (*LAYER_KEYS, *SIZE_KEYS):
+        v = t.get(key)
+        if v is None:
+            continue
+        top = MAX_LAYERS if key in LAYER_KEYS else MAX_SIZE
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= top:
+            raise InputError(where, f"field {key!r}: expected a whole number from 0 to {top:,}, got {_show(v)}")
+    layers = t.get("mlp_only_layers")
+    if layers is not None and not (isinstance(layers, list) and all(type(x) is int for x in layers)):
+        raise InputError(where, f"field 'mlp_only_layers': expected a list of layer numbers, got {_show(layers)}")
+    freq = t.get("moe_layer_freq")
+    if freq is not None and (isinstance(freq, bool) or not isinstance(freq, (int, list))):
+        raise InputError(where, f"field 'moe_layer_freq': expected a number or a list, got {_show(freq)}")
+
+
+def _show(v: Any) -> str:
+    text = json.dumps(v, default=str)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
 def profile_from_config(cfg: dict, quant: dict | None = None, source: str | None = None,
                         name: str | None = None) -> ModelProfile:
+    """A ModelProfile from a decoded config.json; InputError (naming `source`) for a
+    config whose settings have the wrong types."""
+    where = source or CONFIG
+    check_fields(cfg, where)
     t = text_config(cfg)
     model_type = str(cfg.get("model_type") or t.get("model_type") or "") or None
     inner_type = str(t.get("model_type") or model_type or "")
@@ -210,21 +260,27 @@ def profile_from_config(cfg: dict, quant: dict | None = None, source: str | None
     total, active = estimate_params(t)
     dtype = str(t.get("torch_dtype") or t.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype") or "") or None
     quantization, details = detect_quantization(cfg, quant, dtype)
-    arch = (cfg.get("architectures") or t.get("architectures") or [None])[0]
-    return ModelProfile(
-        name=name or cfg.get("_name_or_path") or None, architecture=arch, model_type=model_type,
-        family=_family(model_type or inner_type), is_moe=moe,
-        experts=experts if moe else None, experts_per_token=_first(t, TOP_K) if moe else None,
-        expert_intermediate_size=shape.get("expert_inter"), shared_experts=shape.get("shared"),
-        dense_layers=shape.get("dense_layers"),
-        attention="MLA" if mla else _attention(heads, kv_heads),
-        layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, hidden_size=hidden,
-        intermediate_size=t.get("intermediate_size_mlp") or t.get("intermediate_size") or t.get("ffn_dim"),
-        vocab_size=t.get("vocab_size"), context_len=context_length(t),
-        kv_lora_rank=t.get("kv_lora_rank"), qk_rope_head_dim=t.get("qk_rope_head_dim"),
-        qk_nope_head_dim=t.get("qk_nope_head_dim"), v_head_dim=t.get("v_head_dim"),
-        mtp_layers=int(_first(t, MTP) or 0), quantization=quantization, quant_details=details,
-        dtype=dtype, params_b=total, active_params_b=active, source=source)
+    archs = cfg.get("architectures") or t.get("architectures")
+    arch = archs[0] if isinstance(archs, list) and archs and isinstance(archs[0], str) else None
+    path_name = cfg.get("_name_or_path") if isinstance(cfg.get("_name_or_path"), str) else None
+    try:
+        return ModelProfile(
+            name=name or path_name or None, architecture=arch, model_type=model_type,
+            family=_family(model_type or inner_type), is_moe=moe,
+            experts=experts if moe else None, experts_per_token=_first(t, TOP_K) if moe else None,
+            expert_intermediate_size=shape.get("expert_inter"), shared_experts=shape.get("shared"),
+            dense_layers=shape.get("dense_layers"),
+            attention="MLA" if mla else _attention(heads, kv_heads),
+            layers=layers, heads=heads, kv_heads=kv_heads, head_dim=head_dim, hidden_size=hidden,
+            intermediate_size=t.get("intermediate_size_mlp") or t.get("intermediate_size") or t.get("ffn_dim"),
+            vocab_size=t.get("vocab_size"), context_len=context_length(t),
+            kv_lora_rank=t.get("kv_lora_rank"), qk_rope_head_dim=t.get("qk_rope_head_dim"),
+            qk_nope_head_dim=t.get("qk_nope_head_dim"), v_head_dim=t.get("v_head_dim"),
+            mtp_layers=int(_first(t, MTP) or 0), quantization=quantization, quant_details=details,
+            dtype=dtype, params_b=total, active_params_b=active, source=source)
+    except ValidationError as e:  # a value of a type no check above foresaw: still name the file
+        err = e.errors()[0]
+        raise InputError(where, f"field {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
 
 
 def _attention(heads: int | None, kv_heads: int | None) -> str | None:
@@ -248,9 +304,15 @@ def context_length(t: dict) -> int | None:
     original window further (Qwen ships `factor: 4` over a 32k base)."""
     n = t.get("max_position_embeddings") or t.get("n_positions") or t.get("seq_length")
     rope = t.get("rope_scaling") or t.get("rope_parameters") or {}
-    if isinstance(rope, dict) and rope.get("factor") and rope.get("original_max_position_embeddings"):
-        n = max(n or 0, int(rope["original_max_position_embeddings"] * rope["factor"]))
+    if isinstance(rope, dict):
+        factor, base = rope.get("factor"), rope.get("original_max_position_embeddings")
+        if _positive(factor) and _positive(base):
+            n = max(n or 0, int(min(base * factor, MAX_SIZE)))
     return n
+
+
+def _positive(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
 def _moe_shape(t: dict, model_type: str) -> dict:

@@ -18,8 +18,8 @@ def detect_quantization(cfg: dict, quant: dict | None, dtype: str | None) -> tup
     might need: method, source file, bits, group size, block size, KV-cache format."""
     if quant is not None:
         if "quantization" in quant or "producer" in quant:  # ModelOpt hf_quant_config.json
-            return _modelopt(quant.get("quantization") or {}, quant.get("_file", QUANT_CONFIG),
-                             (quant.get("producer") or {}).get("name", "modelopt"))
+            return _modelopt(_dict(quant.get("quantization")), quant.get("_file", QUANT_CONFIG),
+                             _dict(quant.get("producer")).get("name", "modelopt"))
         if quant.get("_file") == GPTQ_CONFIG and not _quant_block(cfg):
             return _from_block({"quant_method": "gptq", **quant}, GPTQ_CONFIG)
     block = _quant_block(cfg)
@@ -42,10 +42,10 @@ def _modelopt(q: dict, source: str, producer: str) -> tuple[str, dict]:
     details = {"method": producer, "source": source, "quant_algo": algo or None,
                "group_size": q.get("group_size") or _group_size(q), "kv_cache": _kv_cache(q)}
     excluded = q.get("exclude_modules") or q.get("ignore")
-    if excluded:
+    if isinstance(excluded, list) and excluded:
         details["excluded_modules"] = len(excluded)
     if algo == "MIXED_PRECISION":  # per-layer algorithms: name the 4-bit one if any
-        algos = sorted({str(v.get("quant_algo")).upper() for v in (q.get("quantized_layers") or {}).values()
+        algos = sorted({str(v.get("quant_algo")).upper() for v in _dict(q.get("quantized_layers")).values()
                         if isinstance(v, dict)})
         details["layer_algos"] = algos
         algo = next((a for a in algos if "NVFP4" in a), next((a for a in algos if "FP8" in a), algo))
@@ -93,7 +93,7 @@ def _kv_cache(q: dict) -> str | None:
 
 
 def _group_size(q: dict) -> int | None:
-    for g in (q.get("config_groups") or {}).values():
+    for g in _dict(q.get("config_groups")).values():
         if isinstance(g, dict) and isinstance(g.get("weights"), dict) and g["weights"].get("group_size"):
             return g["weights"]["group_size"]
     return None
@@ -105,11 +105,12 @@ def _is_bnb(q: dict) -> bool:
 
 def _ct_scheme(q: dict) -> str | None:
     """compressed-tensors weight scheme: nvfp4, mxfp4, fp8, w4a16, w8a8, ..."""
-    groups = [g for g in (q.get("config_groups") or {}).values() if isinstance(g, dict)]
+    groups = [g for g in _dict(q.get("config_groups")).values() if isinstance(g, dict)]
+    fmt = q.get("format") if isinstance(q.get("format"), str) else None
     if not groups:
-        return q.get("format")
-    w = groups[0].get("weights") or {}
-    a = groups[0].get("input_activations") or {}
+        return fmt
+    w = _dict(groups[0].get("weights"))
+    a = _dict(groups[0].get("input_activations"))
     bits, kind = w.get("num_bits"), w.get("type")
     if kind == "float" and bits == 4:  # NVFP4 scales every 16 values, MXFP4 every 32
         return "mxfp4" if w.get("group_size") == 32 else "nvfp4"
@@ -117,4 +118,9 @@ def _ct_scheme(q: dict) -> str | None:
         return "fp8"
     if kind == "int" and bits:
         return f"w{bits}a{a.get('num_bits') or 16}"
-    return q.get("format")
+    return fmt
+
+
+def _dict(v) -> dict:
+    """A sub-block that should be an object; anything else (a damaged file) reads as empty."""
+    return v if isinstance(v, dict) else {}

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from kb.records import Where
 from ingest.serverlog import redact
+from kb.redact import redact_data
 
 _PY_ENTRY = re.compile(
     r"\bpython[\d.]*(?:\s+-[A-Za-z]+)*\s+-m\s+"
@@ -122,8 +123,10 @@ def parse_launch_command(text: str, where: Where | None = None) -> LaunchCommand
     model = norm.get("model-path") or norm.get("model")
     if not isinstance(model, str):
         model = positional[0] if entry == "vllm serve" and positional else None
-    return LaunchCommand(engine=engine, entry=entry, model=model, args=args, norm_args=norm,
-                         positional=positional, env=env, raw=raw[:MAX_COMMAND_CHARS], source=where)
+    cmd = LaunchCommand(engine=engine, entry=entry, model=model, args=args, norm_args=norm,
+                        positional=positional, env=env, raw=raw[:MAX_COMMAND_CHARS], source=where)
+    # beyond credential-named flags and variables: tokens by their shape, passwords in URLs
+    return LaunchCommand.model_validate(redact_data(cmd.model_dump()))
 
 
 def _scrub(raw: str, flags: list[str], env_keys: list[str]) -> str:

@@ -22,6 +22,7 @@ from kb.hardware import lookup_gpu
 from kb.records import Context, Finding, Gain, Source
 from ingest import gains as gain_text
 from ingest.textfile import MAX_FINDINGS_BYTES, read_text
+from kb.redact import redact_data
 
 # ---------------------------------------------------------------- parsing
 
@@ -426,7 +427,9 @@ def parse_findings(text: str, path: str) -> list[Finding]:
             f = f.model_copy(update={"id": fid})
         seen.add(f.id)
         out.append(f)
-    return out
+    # credentials pasted into notes (a token in a code block, a password in a URL) are
+    # never stored: every record leaves here redacted
+    return [Finding.model_validate(redact_data(f.model_dump())) for f in out]
 
 
 def finding_spans(text: str) -> dict[str, tuple[int, int]]:

@@ -27,6 +27,10 @@ _ANSI = re.compile(r"\x1b?\[[0-9;]*m")  # also "[4m" left when a capture drops t
 _MIB = 1024  # nvidia-smi reports MiB; Hardware.memory_gb is GiB, as the GPU table is
 MAX_ROWS = 4096  # CSV rows held at once
 MAX_MATRICES = 8  # topo matrices held at once
+MAX_GPUS = 1024  # GPUs held per parser (a machine has at most a few dozen)
+# A GPU index is a short number: a longer digit run (a damaged capture) is not one,
+# and int() of thousands of digits raises.
+_INDEX = r"\d{1,4}"
 
 
 def _clean(line: str) -> str:
@@ -65,7 +69,11 @@ class NvidiaSmiQ:
         text = _clean(line)
         m = self._GPU.match(text)
         if m:
-            self._gpu = self.gpus[m.group(1).upper()] = {}
+            bus = m.group(1).upper()
+            if bus in self.gpus or len(self.gpus) < MAX_GPUS:
+                self._gpu = self.gpus[bus] = {}
+            else:
+                self._gpu = None
             return
         m = self._KV.match(text)
         if not m:
@@ -81,7 +89,7 @@ class NvidiaSmiQ:
             if pct:
                 self._gpu["util"] = float(pct.group(1))
         elif self._gpu is not None and key == "Total" and self._section == "FB Memory Usage":
-            mib = re.match(r"(\d+)\s*MiB", value)
+            mib = re.match(r"(\d{1,12})\s*MiB", value)
             if mib:
                 self._gpu["mib"] = float(mib.group(1))
 
@@ -91,7 +99,7 @@ class NvidiaSmiQ:
             return []
         attached = self.top.get("Attached GPUs", "")
         return [_hardware([g["name"] for g in named], memory_mib=[g["mib"] for g in named if "mib" in g],
-                          count=max(len(named), int(attached) if attached.isdigit() else 0),
+                          count=max(len(named), int(attached) if re.fullmatch(_INDEX, attached) else 0),
                           driver=self.top.get("Driver Version"), cuda=self.top.get("CUDA Version"),
                           utilization_pct=_mean([g["util"] for g in named if "util" in g]), source=self.path)]
 
@@ -182,10 +190,10 @@ def _looks_like_gpu_row(cells: list[str]) -> bool:
 def _guess_row(cells: list[str]) -> dict[str, str]:
     name = next(c for c in cells[:2] if _VENDOR.search(c) or lookup_gpu(c))
     row = {"name": name}
-    big = [int(c) for c in cells if c.isdigit() and int(c) >= 1024]
+    big = [int(c) for c in cells if re.fullmatch(r"[0-9]{4,12}", c) and int(c) >= 1024]
     if big:
         row["memory.total"] = str(max(big))
-    if cells[0].isdigit() and cells[1] == name:
+    if re.fullmatch(_INDEX, cells[0]) and cells[1] == name:
         row["index"] = cells[0]
     return row
 
@@ -204,13 +212,13 @@ def _one_sample(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def _number(value: str | None) -> float | None:
-    m = re.match(r"\s*([\d.]+)", value or "")
+    m = re.match(r"\s*(\d{1,12}(?:\.\d+)?)", value or "")
     return float(m.group(1)) if m else None
 
 
 # ------------------------------------------------------------ nvidia-smi topo -m
 
-_NAME = re.compile(r"^(GPU\d+|NIC\d+|mlx\d+_\w+|CPU Affinity|NUMA Affinity|GPU NUMA ID)$")
+_NAME = re.compile(rf"^(GPU{_INDEX}|NIC\d+|mlx\d+_\w+|CPU Affinity|NUMA Affinity|GPU NUMA ID)$")
 _PCIE = {"PIX", "PXB", "PHB", "NODE", "SYS"}
 
 
@@ -232,7 +240,7 @@ class NvidiaSmiTopo:
             self.columns = cells
             self.current = {"rows": {}, "line": lineno}
             return
-        if self.columns and cells and re.fullmatch(r"GPU\d+", cells[0]):
+        if self.columns and cells and re.fullmatch(rf"GPU{_INDEX}", cells[0]):
             self.current["rows"][cells[0]] = dict(zip(self.columns, cells[1:]))
             return
         if self.columns and cells and _NAME.match(cells[0]) and cells[0].startswith(("NIC", "mlx")):
@@ -290,8 +298,8 @@ def interconnect(codes) -> str | None:
 
 class NvidiaSmiList:
     kind = "nvidia-smi-list"
-    _L = re.compile(r"^GPU (\d+): (.+?) \(UUID: [^)]+\)$")
-    _ENV = re.compile(r"^GPU ([\d,]+): (.+)$")  # sglang/vLLM env dumps: "GPU 0,1,2,3: NVIDIA H100"
+    _L = re.compile(rf"^GPU ({_INDEX}): (.+?) \(UUID: [^)]+\)$")
+    _ENV = re.compile(rf"^GPU ({_INDEX}(?:,{_INDEX})*): (.+)$")  # sglang/vLLM env dumps: "GPU 0,1,2,3: NVIDIA H100"
     _DRIVER = re.compile(r"^(?:CUDA Driver Version|Nvidia driver version|Driver Version)\s*:\s*([\d.]+)$", re.I)
 
     def __init__(self, path: str) -> None:
@@ -331,8 +339,8 @@ class NvidiaSmiTable:
 
     kind = "nvidia-smi-table"
     _TITLE = re.compile(r"NVIDIA-SMI \S+\s+Driver Version: (\S+)\s+CUDA Version: (\S+)")
-    _GPU = re.compile(r"^\|\s+(\d+)\s+(.+?)\s+(?:On|Off)\s+\|")
-    _MEM = re.compile(r"(\d+)MiB\s*/\s*(\d+)MiB")
+    _GPU = re.compile(rf"^\|\s+({_INDEX})\s+(.+?)\s+(?:On|Off)\s+\|")
+    _MEM = re.compile(r"(\d{1,12})MiB\s*/\s*(\d{1,12})MiB")
 
     def __init__(self, path: str) -> None:
         self.path = path

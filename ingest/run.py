@@ -23,7 +23,7 @@ from ingest.textfile import SNIFF_BYTES, lines
 MAX_JSON_BYTES = 256 * 2**20  # a larger .json is read as JSON lines
 MAX_FILES = 10_000
 MAX_JSON_LINE = 64 * 2**20  # one JSON-lines document (vLLM --save-detailed lines are large)
-MAX_RECORDS = 100_000  # records from one file; a sweep has dozens
+MAX_RECORDS = 5_000  # runs from one JSON-lines file (a sweep has dozens; each holds its server_info)
 
 
 def _line_parsers(path: str) -> list:
@@ -69,7 +69,9 @@ def _check(p: Path) -> Iterator[tuple[Path, str | None]]:
     except OSError as e:
         yield p, f"cannot be read ({e.strerror})"
         return
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISDIR(st.st_mode):
+        yield p, "a directory behind a symbolic link: links are not followed (name the directory itself)"
+    elif not stat.S_ISREG(st.st_mode):
         yield p, "not a regular file (FIFO, device or socket)"
     elif st.st_size == 0:
         yield p, "empty"
@@ -201,14 +203,13 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
 def _feed_since(p: Path, since: int, parsers: list, logs: list) -> None:
     """Every line to every parser, except stats lines before byte `since` (start-up
     facts and server arguments stay, earlier traffic does not). Line numbers are the file's."""
-    pos = 0
+    end = 0
     with open(p, "rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            before = pos
-            pos += len(raw)
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        for n, raw in enumerate(lines(fh), 1):  # bounded lines, as _read_lines reads them
+            start, end = end, fh.tell()
+            line = raw.decode("utf-8", errors="replace")
             if any(m in line for m in STATS_MARKERS):
-                if before < since:
+                if start < since:
                     continue
                 for parser in logs:
                     parser.feed(n, line)

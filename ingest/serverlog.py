@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from kb.records import Event, Sample, ServerTrace, Where
-from kb.redact import redact  # noqa: F401 - the parsers import it from here too
+from kb.redact import redact, redact_data, redact_text  # noqa: F401 - the parsers import redact from here too
 
 MAX_SAMPLES = 2000
 EVENTS_PER_KIND = 50
@@ -254,9 +254,12 @@ class EventLog:
         n = self.counts.get(kind, 0)
         self.counts[kind] = n + 1
         if n < self.per_kind:
-            text = line.strip()
+            # redacted before the cut, so a credential cannot be cut into an unrecognisable
+            # stub; a credential is far shorter than the 4 KiB looked at past the cut
+            text = redact_text(line.strip()[: MAX_TEXT + 4096])
             text = text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "…"
-            self.events.append(Event(kind=kind, where=Where(path=self.path, line=lineno), text=text, data=data or {}))
+            self.events.append(Event(kind=kind, where=Where(path=self.path, line=lineno), text=text,
+                                     data=redact_data(data or {})))
 
 
 class SampleStats:
@@ -411,7 +414,7 @@ class ServerLogBase:
             stats["skipped_lines"] = self.skipped
         return [ServerTrace(
             engine=self.engine, engine_version=self.version, source=self.path,
-            startup=dict(self.startup), server_args=dict(self.server_args),
+            startup=dict(self.startup), server_args=redact_data(self.server_args),
             samples=list(self.sampler.items), stats=stats, events=list(self.events.events),
             lines=self.lines,
         )]

@@ -247,9 +247,11 @@ def launch(model: str = typer.Option(..., "--model", help="config.json, a model 
         typer.echo(p.model_dump_json(indent=2))
         return
     m = p.memory
-    typer.echo(f"# {engine} {p.version}: {profile.name or model} on {hw.count}x {hw.gpu} ({hw.arch}, {hw.interconnect})")
+    from kb.launchcmd import one_line
+
+    typer.echo(one_line(f"# {engine} {p.version}: {profile.name or model} on {hw.count}x {hw.gpu} ({hw.arch}, {hw.interconnect})"))
     if p.catalog_note:
-        typer.echo(f"# note: {p.catalog_note}")
+        typer.echo(one_line(f"# note: {p.catalog_note}"))
     typer.echo(p.command)
     typer.echo("")
     typer.echo("Memory (per GPU)")
@@ -268,11 +270,155 @@ def launch(model: str = typer.Option(..., "--model", help="config.json, a model 
         typer.echo(f"note: {n}")
 
 
+@app.command()
+def attach(before: Optional[List[Path]] = typer.Option(None, "--before", help="Benchmark output or run directory before the change (repeatable)."),
+           after: Optional[List[Path]] = typer.Option(None, "--after", help="Benchmark output or run directory after the change (repeatable)."),
+           fix: Optional[str] = typer.Option(None, "--fix", help="What changed, in words."),
+           command: Optional[List[str]] = typer.Option(None, "--command", help="An exact command of the fix (repeatable)."),
+           title: Optional[str] = typer.Option(None, "--title"),
+           tag: Optional[List[str]] = typer.Option(None, "--tag"),
+           fix_class: Optional[List[str]] = typer.Option(None, "--fix-class", help="A fix-class slug (repeatable; inferred when not given)."),
+           symptom: Optional[List[str]] = typer.Option(None, "--symptom", help="What was seen (repeatable; from the before run when not given)."),
+           cause: Optional[str] = typer.Option(None, "--cause", help="The root cause, in words."),
+           note: Optional[str] = typer.Option(None, "--note", help="Free text kept with the finding."),
+           to: Optional[Path] = typer.Option(None, "--to", help="Findings file to write (default $KB_HOME/findings/attached.md)."),
+           update: Optional[str] = typer.Option(None, "--update", metavar="ID", help="Add this measurement to finding ID, in the file that holds it."),
+           force_new: bool = typer.Option(False, "--force-new", help="Write a new finding even if a near-duplicate exists."),
+           engine: Optional[str] = _ENGINE, gpu: Optional[str] = _GPU, config: Optional[str] = _CONFIG,
+           as_json: bool = typer.Option(False, "--json")):
+    """Record what a run taught us as a finding: gains computed from the runs, context from their files."""
+    from kb.attach import Request, attach as do_attach, report
+
+    _check_engine(engine)
+    res = do_attach(Request(before=list(before or []), after=list(after or []), fix=fix, commands=list(command or []),
+                            title=title, tags=list(tag or []), fix_classes=list(fix_class or []),
+                            symptoms=list(symptom or []), cause=cause, note=note, to=to, update=update,
+                            force_new=force_new, engine=engine, gpu=gpu, config=config), _store())
+    typer.echo(json.dumps(res.to_json(), indent=2, ensure_ascii=False) if as_json else report(res))
+
+
+_API_KEY = typer.Option(None, "--api-key", envvar="KB_API_KEY", show_default=False,
+                        help="API key sent as a Bearer token (or env KB_API_KEY); never printed or stored.")
+_CONNECT_TIMEOUT = typer.Option(5.0, "--connect-timeout", min=0.1, help="Seconds to wait for a connection.")
+_CONCURRENCY = typer.Option("1,8,32,128", "--concurrency", "-c", help="Concurrency levels, comma-separated.")
+_REQUESTS = typer.Option(None, "--requests", "-n", min=1, help="Requests per level (default max(16, 4 x level)).")
+_DURATION = typer.Option(None, "--duration", min=0.1, help="Seconds per level: stop sending after this.")
+_INPUT_LEN = typer.Option(256, "--input-len", min=1, help="Prompt length in tokens.")
+_OUTPUT_LEN = typer.Option(256, "--output-len", min=1, help="Output tokens per request (ignore_eos).")
+_LEVEL_TIME = typer.Option(900.0, "--max-level-time", min=1.0, help="Hard cap on one level's wall time, seconds.")
+
+
+def _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout, max_level_time):
+    from kb.live.client import Timeouts
+    from kb.live.sweep import SweepOptions, parse_levels
+
+    return SweepOptions(levels=parse_levels(concurrency), requests=requests, duration=duration, input_len=input_len,
+                        output_len=output_len, max_level_time=max_level_time, progress=True,
+                        timeouts=Timeouts(connect=connect_timeout, read=timeout))
+
+
+def _kept(n: int, out: Optional[Path]) -> str:
+    if out is None:
+        return f"{n} finished level{'s' * (n != 1)} (not kept: no --out)"
+    return f"{n} finished level{'s' * (n != 1)} kept in {out}"
+
+
+@app.command()
+def probe(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1:8000"),
+          api_key: Optional[str] = _API_KEY,
+          timeout: float = typer.Option(10.0, "--timeout", min=0.1, help="Seconds to wait for each answer."),
+          connect_timeout: float = _CONNECT_TIMEOUT, as_json: bool = typer.Option(False, "--json")):
+    """Engine, version, model, context length and tuning arguments of a running server."""
+    from kb.live.client import Timeouts
+    from kb.live.probe import probe as do_probe, report
+
+    p = do_probe(url, api_key, Timeouts(connect=connect_timeout, read=timeout))
+    typer.echo(json.dumps(p.model_dump(mode="json"), indent=2) if as_json else report(p))
+
+
+@app.command()
+def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1:8000"),
+          concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS, duration: Optional[float] = _DURATION,
+          input_len: int = _INPUT_LEN, output_len: int = _OUTPUT_LEN,
+          out: Optional[Path] = typer.Option(None, "--out", "-o", help="JSONL file (sglang bench_serving shape), one line per finished level."),
+          api_key: Optional[str] = _API_KEY,
+          timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk."),
+          connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
+          as_json: bool = typer.Option(False, "--json")):
+    """Streaming load over concurrency levels: throughput, TTFT, TPOT, ITL and /metrics samples."""
+    from kb.errors import ServerError
+    from kb.live.client import Timeouts
+    from kb.live.doctor import level_summary
+    from kb.live.probe import probe as do_probe
+    from kb.live.sweep import sweep as do_sweep, table
+
+    opts = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
+                          max_level_time)
+    p = do_probe(url, api_key, Timeouts(connect=connect_timeout, read=min(timeout, 30.0)))
+    res = do_sweep(p, opts, api_key, out)
+    if as_json:
+        _echo_json({"url": p.url, "engine": p.engine, "version": p.version, "model": p.model,
+                    "input_len": input_len, "output_len": output_len, "prompt_tokens": res.prompt_tokens,
+                    "out": str(out) if out else None, "levels": [level_summary(r) for r in res.levels],
+                    "interrupted": res.interrupted, "error": res.error, "warnings": res.warnings})
+    else:
+        typer.echo(f"kb sweep — {p.url} · {p.engine or 'unknown engine'} {p.version or ''} · {p.model}".replace("  ", " "))
+        typer.echo(f"  prompts {res.prompt_tokens or '?'} tokens ({res.prompt_words} words), {output_len} output tokens")
+        if res.levels:
+            typer.echo(table(res.levels))
+        for w in res.warnings:
+            typer.echo(f"warning: {w}")
+        if out and res.levels and not res.error and not res.interrupted:
+            typer.echo(f"written to {out}")
+    if res.error:
+        raise ServerError(f"{res.error}; {_kept(len(res.levels), out)}")
+    if res.interrupted:
+        typer.echo(f"kb: interrupted: {_kept(len(res.levels), out)}", err=True)
+        raise typer.Exit(130)
+
+
+@app.command()
+def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1:8000"),
+           concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS,
+           duration: Optional[float] = _DURATION, input_len: int = _INPUT_LEN, output_len: int = _OUTPUT_LEN,
+           out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where the sweep goes (default $KB_HOME/runs/doctor-HOST-PORT-TIME.jsonl)."),
+           launch: Optional[str] = _LAUNCH,
+           log: Optional[Path] = typer.Option(None, "--log", help="The server's log file: start-up facts and the stats lines written during the sweep."),
+           config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU, thresholds: Optional[str] = _THRESHOLDS,
+           api_key: Optional[str] = _API_KEY,
+           timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk."),
+           connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
+           as_json: bool = typer.Option(False, "--json")):
+    """Probe + sweep + diagnose a running server: the plateau, its cause, and the flags to change."""
+    from kb import index as kbindex
+    from kb.errors import ServerError
+    from kb.live.client import Timeouts
+    from kb.live.doctor import default_out, doctor as do_doctor, report
+    from kb.signals import load_thresholds
+
+    opts = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
+                          max_level_time)
+    th = load_thresholds(thresholds)
+    store = _store()
+    store.sync(_loader())
+    target = out or default_out(store.home, url)
+    r = do_doctor(url, opts, kbindex.all_records(store.index_dir), target, api_key=api_key, launch=launch, log=log,
+                  config=config, gpu=gpu, thresholds=th, timeouts=Timeouts(connect=connect_timeout, read=min(timeout, 30.0)))
+    typer.echo(json.dumps(r.to_json(), indent=2, default=str) if as_json else report(r))
+    if r.sweep.error:
+        raise ServerError(f"{r.sweep.error}; {_kept(len(r.sweep.levels), target)}")
+    if r.sweep.interrupted:
+        typer.echo(f"kb: interrupted: {_kept(len(r.sweep.levels), target)}", err=True)
+        raise typer.Exit(130)
+
+
 def main() -> None:
     try:
         app()
     except KbError as e:
-        typer.echo(f"kb: error: {e}", err=True)
+        from kb.redact import redact_text
+
+        typer.echo(f"kb: error: {redact_text(str(e))}", err=True)  # a message may quote a server's answer
         sys.exit(1)
     except KeyboardInterrupt:
         typer.echo("kb: interrupted", err=True)

@@ -50,7 +50,7 @@ def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None =
         warnings.append(cat.note())
     elif not ev.engine_version:
         warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
-    recs = recommend(ev, signals, engine, cat, findings)
+    recs = recommend(ev, signals, engine, cat, findings, warnings)
     return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings)
 
 

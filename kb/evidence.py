@@ -66,7 +66,10 @@ class RunEvidence(BaseModel):
 
     def tp_size(self) -> int | None:
         v = self.arg("tp_size", "tensor_parallel_size", "tp")
-        return int(v) if v not in (None, "") else None
+        try:
+            return int(v) if v not in (None, "") else None
+        except (TypeError, ValueError):  # `--tp-size x y` in a pasted command
+            return None
 
 
 def gain_per_doubling(t0: float, t1: float, c0: float, c1: float) -> float:

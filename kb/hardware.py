@@ -101,7 +101,7 @@ def gpu_arch(name: str | None) -> str | None:
 
 
 _SPEC = re.compile(
-    r"^\s*(?:(?P<n1>\d+)\s*[x×*]\s*)?(?P<name>.+?)(?:\s+[x×*]\s*(?P<n2>\d+))?\s*$", re.I
+    r"^\s*(?:(?P<n1>\d{1,6})\s*[x×*]\s*)?(?P<name>.+?)(?:\s+[x×*]\s*(?P<n2>\d{1,6}))?\s*$", re.I
 )
 
 

@@ -7,6 +7,10 @@ Each document is one Finding; the whole record is stored as JSON so `kb show` an
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 from kb.errors import IndexError_
@@ -40,7 +44,12 @@ def _schema():
 def exists(index_dir: Path) -> bool:
     from whoosh import index
 
-    return index_dir.is_dir() and index.exists_in(str(index_dir))
+    if not index_dir.is_dir():
+        return False
+    try:
+        return index.exists_in(str(index_dir))
+    except Exception:  # noqa: BLE001 - there, but damaged: check() says how
+        return True
 
 
 def _doc(f: Finding, source: str) -> dict:
@@ -64,16 +73,20 @@ def _doc(f: Finding, source: str) -> dict:
 
 
 def write(index_dir: Path, pending: list[tuple[str, dict, list[Finding]]], removed: list[str], rebuild: bool) -> None:
-    """Replace the records of changed source files (or rebuild from `pending` alone)."""
+    """Replace the records of changed source files (or rebuild from `pending` alone).
+
+    Callers hold store.kb_lock. An update is one Whoosh commit (segments first, then
+    the table of contents renamed into place), so a process killed at any moment leaves
+    the old index or the new one. A rebuild is built in a sibling directory and renamed
+    into place: it never empties the index a reader is using."""
+    if rebuild or not exists(index_dir):
+        _rebuild(index_dir, pending)
+        return
     from whoosh import index
     from whoosh.writing import LockError
 
     try:
-        index_dir.mkdir(parents=True, exist_ok=True)
-        if rebuild or not index.exists_in(str(index_dir)):
-            ix = index.create_in(str(index_dir), _schema())
-        else:
-            ix = index.open_dir(str(index_dir))
+        ix = index.open_dir(str(index_dir))
         writer = ix.writer(timeout=30.0)
     except LockError:
         raise IndexError_(f"the index at {index_dir} is locked by another kb process; try again") from None
@@ -83,23 +96,98 @@ def write(index_dir: Path, pending: list[tuple[str, dict, list[Finding]]], remov
         for key in removed:
             writer.delete_by_term("source", key)
         for key, _entry, records in pending:
-            if not rebuild:
-                writer.delete_by_term("source", key)
+            writer.delete_by_term("source", key)
             for f in records:
                 writer.add_document(**_doc(f, key))
-        writer.commit(optimize=rebuild)
+        writer.commit()
     except BaseException:
         writer.cancel()
         raise
 
 
-def open_index(index_dir: Path):
+def _rebuild(index_dir: Path, pending: list[tuple[str, dict, list[Finding]]]) -> None:
     from whoosh import index
 
+    parent = index_dir.parent
+    parent.mkdir(parents=True, exist_ok=True)
+    for left in parent.glob(f".{index_dir.name}.*-*"):  # from a process killed mid-rebuild
+        _remove(left)
+    tmp = Path(tempfile.mkdtemp(dir=parent, prefix=f".{index_dir.name}.new-"))
+    old = parent / f".{index_dir.name}.old-{os.getpid()}"
     try:
-        return index.open_dir(str(index_dir))
-    except Exception as e:
-        raise IndexError_(f"cannot open the index at {index_dir}: {e} (run `kb reindex`)") from None
+        ix = index.create_in(str(tmp), _schema())
+        writer = ix.writer()
+        for key, _entry, records in pending:
+            for f in records:
+                writer.add_document(**_doc(f, key))
+        writer.commit(optimize=True)
+        ix.close()
+        if index_dir.exists() or index_dir.is_symlink():
+            os.rename(index_dir, old)
+        os.rename(tmp, index_dir)
+    except OSError as e:
+        raise IndexError_(f"cannot write the index at {index_dir}: {e.strerror or e}") from None
+    finally:
+        _remove(tmp)
+        if index_dir.exists():
+            _remove(old)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
+def check(index_dir: Path, expected_docs: int) -> str | None:
+    """None when the index opens, can be searched and holds `expected_docs` records;
+    else what is wrong with it, in words."""
+    if not exists(index_dir):
+        return f"no index at {index_dir}"
+    try:
+        ix = _open(index_dir)
+        with ix.searcher() as s:
+            n = s.doc_count()
+            for field in ("title", "body"):  # reads the term files
+                next(iter(s.lexicon(field)), None)
+    except Exception as e:  # noqa: BLE001 - any failure here means: rebuild it
+        return f"the index at {index_dir} is damaged ({type(e).__name__}: {str(e)[:120]})"
+    if n != expected_docs:
+        return f"the index at {index_dir} holds {n} records where its sources have {expected_docs}"
+    return None
+
+
+def _open(index_dir: Path):
+    from whoosh import index
+
+    return index.open_dir(str(index_dir))
+
+
+def open_index(index_dir: Path, attempts: int = 5):
+    """The index, for reading. A rebuild renames a new index into place; one opened in
+    that instant is tried again."""
+    for i in range(attempts):
+        try:
+            return _open(index_dir)
+        except Exception as e:  # noqa: BLE001
+            if i == attempts - 1:
+                raise IndexError_(f"cannot open the index at {index_dir}: {e} (run `kb reindex`)") from None
+            time.sleep(0.1 * (i + 1))
+
+
+def _reading(index_dir: Path, fn):
+    """fn(searcher), tried again when the index changed under it (a concurrent rebuild
+    removed files it was about to read)."""
+    for i in range(3):
+        ix = open_index(index_dir)
+        try:
+            with ix.searcher() as s:
+                return fn(s)
+        except (OSError, EOFError, ValueError, KeyError) as e:
+            if i == 2:
+                raise IndexError_(f"cannot read the index at {index_dir}: {e} (run `kb reindex`)") from None
+            time.sleep(0.1 * (i + 1))
 
 
 def record(stored: dict) -> Finding:
@@ -107,16 +195,12 @@ def record(stored: dict) -> Finding:
 
 
 def get(index_dir: Path, fid: str) -> Finding | None:
-    ix = open_index(index_dir)
-    with ix.searcher() as s:
-        doc = s.document(id=fid)
-        return record(doc) if doc else None
+    doc = _reading(index_dir, lambda s: s.document(id=fid))
+    return record(doc) if doc else None
 
 
 def all_records(index_dir: Path) -> list[Finding]:
-    ix = open_index(index_dir)
-    with ix.searcher() as s:
-        return [record(d) for d in s.all_stored_fields()]
+    return [record(d) for d in _reading(index_dir, lambda s: list(s.all_stored_fields()))]
 
 
 def search_terms(index_dir: Path, text: str, limit: int = 50) -> list[tuple[Finding, float]]:
@@ -131,6 +215,4 @@ def search_terms(index_dir: Path, text: str, limit: int = 50) -> list[tuple[Find
     if not words:
         return []
     q = Q.Or([Q.Term(field, w) for field in BOOSTS for w in words])
-    ix = open_index(index_dir)
-    with ix.searcher() as s:
-        return [(record(hit), hit.score) for hit in s.search(q, limit=limit)]
+    return _reading(index_dir, lambda s: [(record(hit), hit.score) for hit in s.search(q, limit=limit)])

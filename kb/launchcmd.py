@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from kb.flags import Catalog
@@ -92,6 +93,16 @@ def apply(argv: list[str], changes: list[tuple[str, object, list[str]]]) -> list
         out.append(f)
         out.extend(vals)
     return out
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def one_line(text: str) -> str:
+    """Text for a `# ...` comment beside a command: control characters escaped, so a
+    newline in a model name cannot end the comment and start a command line (nor an
+    escape sequence reach the terminal)."""
+    return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text))
 
 
 def render(argv: list[str], env: dict[str, str] | None = None) -> str:

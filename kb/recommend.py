@@ -109,16 +109,26 @@ def _aliases(catalog: Catalog, flag: str) -> list[str]:
     return [f for f, info in catalog.flags.items() if dest and info.get("dest") == dest and f != flag]
 
 
+# What a rule may raise on a server argument of an unexpected shape (a list where one
+# number was meant, text where a number was): that rule is skipped with a warning.
+ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, OverflowError, AttributeError)
+
+
 def recommend(ev: RunEvidence, signals: list[Signal], engine: str, catalog: Catalog,
-              findings: list[Finding]) -> list[Recommendation]:
+              findings: list[Finding], warnings: list[str] | None = None) -> list[Recommendation]:
     ctx = RuleContext(ev=ev, signals={s.id: s for s in signals}, engine=engine, catalog=catalog)
     model_path = ev.model_path or (ev.model.name if ev.model else None)
     base = ev.launch_argv or launchcmd.base_argv(engine, catalog, ev.server_args, model_path)
     recs = []
     for rule in RULES:
-        p = rule.check(ctx)
-        if p:
-            recs.append(build(rule, p, ctx, findings, base))
+        try:
+            p = rule.check(ctx)
+            if p:
+                recs.append(build(rule, p, ctx, findings, base))
+        except ODD_VALUE as e:
+            if warnings is not None:
+                warnings.append(f"rule {rule.id} {rule.name} skipped: a server argument has an unexpected value "
+                                f"({type(e).__name__}: {str(e)[:120]})")
     recs.sort(key=lambda r: -r.score)
     for i, r in enumerate(recs, 1):
         r.rank = i

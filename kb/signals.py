@@ -319,11 +319,11 @@ def load_thresholds(path: str | None) -> dict[str, dict[str, float]]:
 
     from kb.errors import InputError
 
+    from ingest.textfile import read_text
+
+    text = read_text(path, 2**20)  # never a FIFO or device, never more than 1 MiB
     try:
-        with open(path, "rb") as fh:
-            data = tomllib.load(fh)
-    except OSError as e:
-        raise InputError(path, f"cannot be read ({e.strerror or e})") from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise InputError(path, f"not valid TOML: {e}", getattr(e, "lineno", None)) from None
     for sig, values in data.items():
@@ -332,11 +332,24 @@ def load_thresholds(path: str | None) -> dict[str, dict[str, float]]:
         for k, v in values.items():
             if k not in merged[sig]:
                 raise InputError(path, f"[{sig}] has no threshold {k!r}; known: {', '.join(merged[sig]) or 'none'}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(path, f"[{sig}] {k}: expected a number, got {v!r}"[:200])
             merged[sig][k] = float(v)
     return merged
 
 
 def detect(ev: RunEvidence, thresholds: dict | None = None) -> list[Signal]:
+    from kb.recommend import ODD_VALUE
+
     th = thresholds or THRESHOLDS
-    found = [s for name, fn in DETECTORS.items() if (s := fn(ev, th[name])) and s.severity != "none"]
+    found = []
+    for name, fn in DETECTORS.items():
+        try:
+            s = fn(ev, th[name])
+        except ODD_VALUE as e:  # a server argument of an unexpected shape: this signal is not judged
+            ev.warnings.append(f"signal {name} not evaluated: a server argument has an unexpected value "
+                               f"({type(e).__name__}: {str(e)[:120]})")
+            continue
+        if s and s.severity != "none":
+            found.append(s)
     return sorted(found, key=lambda s: -SEVERITY_ORDER[s.severity])

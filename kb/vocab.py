@@ -61,12 +61,12 @@ QUANTIZATIONS: list[tuple[str, str]] = [
 
 # GPU mentions in prose; names are resolved through kb.hardware's table.
 GPU_MENTION = re.compile(
-    r"(?:(?P<count>\d+)\s*[x×]\s*)?(?<![A-Za-z0-9])(?P<name>(?:NVIDIA\s+)?(?:RTX\s*PRO\s*6000(?:\s+Blackwell)?|RTX\s*6000\s*Ada|RTX\s*A6000|"
+    r"(?:(?<!\d)(?P<count>\d{1,5})\s*[x×]\s*)?(?<![A-Za-z0-9])(?P<name>(?:NVIDIA\s+)?(?:RTX\s*PRO\s*6000(?:\s+Blackwell)?|RTX\s*6000\s*Ada|RTX\s*A6000|"
     r"RTX\s*[345]0[789]0|GB[23]00|GB10|[BH]\s?[12]00|H[28]00|GH200|H100(?:\s+(?:SXM|PCIe|NVL))?|H20|"
     r"A100(?:[ -]?(?:40|80)GB)?|A800|A10G?|A40|L40S?|L4|V100|T4|MI3[02]5X|MI300X|MI355X|MI250X?))\b",
     re.I,
 )
-GPU_COUNT = re.compile(r"\b(\d+)\s*(?:x\s*)?(?:gpus?|cards)\b", re.I)
+GPU_COUNT = re.compile(r"\b(\d{1,5})\s*(?:x\s*)?(?:gpus?|cards)\b", re.I)
 INTERCONNECTS = {"PCIe": r"\bpcie\b", "NVLink": r"\bnvlink|nvswitch|\bnv18\b"}
 
 # Fix class → words that name it in notes and questions. One table for ingest

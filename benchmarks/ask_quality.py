@@ -1,0 +1,168 @@
+"""Answer quality of `kb ask` on a held-out question set, against two baselines
+over the same shipped findings, in the same run:
+
+- BM25: Whoosh with the default StandardAnalyzer over one field (each finding's
+  raw markdown section), the question's terms OR-ed, no query understanding;
+- grep: for each question word (lowercased, stop words removed) `grep -il WORD`
+  over one file per finding; findings ranked by how many words they contain
+  (ties keep the findings' file order).
+
+    python benchmarks/ask_quality.py [--quick] [--questions FILE] [--misses]
+
+The questions (benchmarks/data/ask_heldout.json) were labelled from the findings
+before any ranking was run; they measure kb and are never used to tune it.
+Prints a table; exits 0. Everything is built under a temp dir and removed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from ingest.detect import load_findings  # noqa: E402
+from ingest.markdown import finding_spans  # noqa: E402
+from kb.search import ask  # noqa: E402
+from kb.store import Store, findings_files, shipped_findings_dir  # noqa: E402
+
+QUESTIONS = ROOT / "benchmarks" / "data" / "ask_heldout.json"
+DEPTH = 10  # ranks looked at for MRR
+QUICK_QUESTIONS = 12
+
+
+def finding_sections() -> dict[str, str]:
+    """Finding id → its raw markdown section, in file order."""
+    out = {}
+    for path in findings_files(shipped_findings_dir()):
+        text = path.read_text(encoding="utf-8")
+        lines = text.splitlines()
+        for fid, (start, end) in finding_spans(text).items():
+            out[fid] = "\n".join(lines[start - 1:end])
+    return out
+
+
+# ------------------------------------------------------------------ rankers
+
+
+def kb_ranker(tmp: Path):
+    """`kb ask` on an index built from the shipped findings in a fresh KB home."""
+    store = Store(tmp / "kbhome")
+    store.sync(load_findings)
+    return lambda q: [a.finding.id for a in ask(store.index_dir, q, limit=DEPTH)]
+
+
+def bm25_ranker(tmp: Path, sections: dict[str, str]):
+    """Plain BM25 over one field with Whoosh's StandardAnalyzer."""
+    from whoosh import index
+    from whoosh import query as Q
+    from whoosh.analysis import StandardAnalyzer
+    from whoosh.fields import ID, TEXT, Schema
+
+    analyzer = StandardAnalyzer()
+    (tmp / "bm25").mkdir()
+    ix = index.create_in(str(tmp / "bm25"), Schema(id=ID(stored=True), body=TEXT(analyzer=analyzer)))
+    with ix.writer() as w:
+        for fid, text in sections.items():
+            w.add_document(id=fid, body=text)
+
+    def rank(q: str) -> list[str]:
+        terms = dict.fromkeys(t.text for t in analyzer(q))
+        if not terms:
+            return []
+        with ix.searcher() as s:
+            return [hit["id"] for hit in s.search(Q.Or([Q.Term("body", t) for t in terms]), limit=DEPTH)]
+
+    return rank
+
+
+def question_words(q: str) -> list[str]:
+    from whoosh.analysis import STOP_WORDS
+
+    words = (re.sub(r"^\W+|\W+$", "", w) for w in q.lower().split())
+    return [w for w in dict.fromkeys(words) if w and w not in STOP_WORDS]
+
+
+def grep_ranker(tmp: Path, sections: dict[str, str]):
+    """Count, per finding file, how many question words `grep -il` finds in it."""
+    folder = tmp / "grep"
+    folder.mkdir()
+    order = {}
+    for i, (fid, text) in enumerate(sections.items()):
+        (folder / f"{fid}.md").write_text(text, encoding="utf-8")
+        order[fid] = i
+    files = sorted(str(p) for p in folder.iterdir())
+
+    def rank(q: str) -> list[str]:
+        hits: Counter[str] = Counter()
+        for word in question_words(q):
+            # -F: a word is matched literally ("0.35", "c=256"), as a person grepping means it
+            out = subprocess.run(["grep", "-ilF", "-e", word, *files], capture_output=True, text=True).stdout
+            hits.update(Path(line).stem for line in out.splitlines())
+        return sorted(hits, key=lambda fid: (-hits[fid], order[fid]))[:DEPTH]
+
+    return rank
+
+
+# ------------------------------------------------------------------ scoring
+
+
+def reciprocal_rank(ranked: list[str], expect: list[str]) -> float:
+    return next((1 / i for i, fid in enumerate(ranked[:DEPTH], 1) if fid in expect), 0.0)
+
+
+def score(rank, questions: list[dict]) -> dict:
+    t = time.perf_counter()
+    rr = [reciprocal_rank(rank(q["q"]), q["expect"]) for q in questions]
+    n = len(rr)
+    return {"hit@1": sum(r == 1 for r in rr) / n, "hit@3": sum(r >= 1 / 3 for r in rr) / n,
+            "mrr": sum(rr) / n, "seconds": time.perf_counter() - t, "rr": rr}
+
+
+def print_table(results: dict[str, dict], n: int) -> None:
+    print(f"held-out questions: {n}; findings: shipped; MRR over the top {DEPTH}")
+    print(f"{'ranker':<34}{'hit@1':>8}{'hit@3':>8}{'MRR':>8}{'seconds':>10}")
+    for name, r in results.items():
+        print(f"{name:<34}{r['hit@1']:>8.2f}{r['hit@3']:>8.2f}{r['mrr']:>8.3f}{r['seconds']:>10.1f}")
+
+
+def print_misses(questions: list[dict], results: dict[str, dict]) -> None:
+    kb = next(iter(results.values()))
+    for q, r in zip(questions, kb["rr"]):
+        if r < 1:
+            print(f"  rr {r:.2f}  {q['q']}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--questions", type=Path, default=QUESTIONS)
+    ap.add_argument("--quick", action="store_true", help=f"only the first {QUICK_QUESTIONS} questions")
+    ap.add_argument("--misses", action="store_true", help="list the questions kb does not answer first")
+    args = ap.parse_args()
+    questions = json.loads(args.questions.read_text())
+    if args.quick:
+        questions = questions[:QUICK_QUESTIONS]
+    sections = finding_sections()
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        rankers = {"kb ask": kb_ranker(tmp),
+                   "BM25 (Whoosh, StandardAnalyzer)": bm25_ranker(tmp, sections),
+                   "grep -il word count": grep_ranker(tmp, sections)}
+        results = {name: score(rank, questions) for name, rank in rankers.items()}
+    print_table(results, len(questions))
+    if args.misses:
+        print("kb ask, questions whose first answer is not labelled:")
+        print_misses(questions, results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

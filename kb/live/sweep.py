@@ -1,0 +1,655 @@
+"""`kb sweep URL`: an OpenAI-compatible streaming load generator over concurrency levels.
+
+Per level, `c` workers send streaming `/v1/completions` requests back to back
+(`stream: true`, `ignore_eos: true`, `max_tokens` = the output length, prompts of
+the requested token length made of repeated words in a per-request order) until
+the level's request count or duration is reached. Timing follows vLLM's
+`benchmarks/serve.py` so the figures compare: TTFT is the first chunk carrying a
+choice, ITL the gaps between later chunks, TPOT (latency − TTFT) / (output
+tokens − 1), token counts from the `usage` chunk, duration from the level's start
+to its last answer. While a level runs, `/metrics` is sampled (running, waiting,
+KV-cache usage, preemptions, generated tokens).
+
+Each finished level is one JSON line in the shape of sglang's
+`bench_serving --output-file` plus `server_info` (from the probe) and
+`kb_metrics` (the samples), written as soon as the level ends, so `kb diagnose`
+and `ingest.run` read it like any other benchmark and a crash or Ctrl-C keeps
+the finished levels.
+
+Bounds: requests per level (`--requests`, default max(16, 4×c)), an optional
+duration per level (`--duration`), a cap on a level's wall time
+(`--max-level-time`), a read timeout per chunk; traffic goes only to the URL given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import random
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+from kb.errors import ServerError
+from kb.live import client as cl
+from kb.live.metrics import Scrape, prefixes
+from kb.live.probe import ProbeResult
+
+TOOL = "kb-sweep"
+DATASET = "random-words"
+MAX_SAMPLES_PER_LEVEL = 600
+# Short, common English words: one token each in most BPE vocabularies; the
+# calibration measures what they cost in this server's tokenizer anyway.
+WORDS = ("the of and to in is for on that with as it at by from this be are was or an "
+         "time data model server token batch cache queue request stream layer kernel memory").split()
+
+
+@dataclass
+class SweepOptions:
+    levels: list[int]
+    requests: int | None = None  # per level; default max(16, 4 × concurrency)
+    duration: float | None = None  # seconds per level: stop sending after this
+    input_len: int = 256
+    output_len: int = 256
+    max_level_time: float = 900.0  # hard cap on one level's wall time
+    metrics_interval: float = 0.25
+    timeouts: cl.Timeouts = field(default_factory=lambda: cl.Timeouts(connect=5.0, read=60.0))
+    seed: int = 0
+    progress: bool = False  # a progress line on stderr
+
+    def requests_for(self, c: int) -> int:
+        if self.requests:
+            return self.requests
+        if self.duration:
+            return 1_000_000  # the duration bounds the level
+        return max(16, 4 * c)
+
+
+@dataclass
+class Outcome:
+    ok: bool = False
+    ttft: float = 0.0
+    latency: float = 0.0
+    itl: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    error: str | None = None
+    transport: bool = False  # the connection failed (not an HTTP or content error)
+
+
+@dataclass
+class SweepResult:
+    levels: list[dict] = field(default_factory=list)
+    interrupted: bool = False
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    prompt_words: int = 0
+    prompt_tokens: int | None = None
+
+
+# ------------------------------------------------------------------ statistics
+
+
+def percentile(sorted_vals: list[float], p: float) -> float:
+    """numpy.percentile's default (linear interpolation) on a sorted list."""
+    if not sorted_vals:
+        return 0.0
+    k = (len(sorted_vals) - 1) * p / 100.0
+    lo = math.floor(k)
+    hi = min(lo + 1, len(sorted_vals) - 1)
+    return sorted_vals[lo] + (sorted_vals[hi] - sorted_vals[lo]) * (k - lo)
+
+
+def _stats(prefix: str, metric: str, vals_s: list[float], pcts: tuple[int, ...]) -> dict[str, float]:
+    v = sorted(x * 1000.0 for x in vals_s)
+    n = len(v)
+    mean = sum(v) / n if n else 0.0
+    std = math.sqrt(sum((x - mean) ** 2 for x in v) / n) if n else 0.0
+    out = {f"mean_{metric}_ms": mean, f"median_{metric}_ms": percentile(v, 50), f"std_{metric}_ms": std}
+    for p in pcts:
+        out[f"p{p}_{metric}_ms"] = percentile(v, p)
+    return out
+
+
+def summarise(c: int, outcomes: list[Outcome], duration: float, opts: SweepOptions, model: str | None,
+              engine: str | None, issued: int) -> dict[str, Any]:
+    done = [o for o in outcomes if o.ok]
+    total_in = sum(o.prompt_tokens for o in done)
+    total_out = sum(o.output_tokens for o in done)
+    d = duration if duration > 0 else float("nan")
+    tpots = [(o.latency - o.ttft) / (o.output_tokens - 1) for o in done if o.output_tokens > 1]
+    itls = [x for o in done for x in o.itl]
+    errors: dict[str, int] = {}
+    for o in outcomes:
+        if not o.ok:
+            errors[o.error or "failed"] = errors.get(o.error or "failed", 0) + 1
+    row: dict[str, Any] = {
+        "backend": engine or "openai", "dataset_name": DATASET, "request_rate": "inf", "max_concurrency": c,
+        "num_prompts": issued, "random_input_len": opts.input_len, "random_output_len": opts.output_len,
+        "model": model, "duration": duration, "completed": len(done), "failed": len(outcomes) - len(done),
+        "total_input_tokens": total_in, "total_output_tokens": total_out,
+        "request_throughput": len(done) / d if done else 0.0,
+        "input_throughput": total_in / d if done else 0.0,
+        "output_throughput": total_out / d if done else 0.0,
+        "total_throughput": (total_in + total_out) / d if done else 0.0,
+    }
+    row.update(_stats("", "ttft", [o.ttft for o in done], (90, 99)))
+    row.update(_stats("", "tpot", tpots, (90, 99)))
+    row.update(_stats("", "itl", itls, (90, 95, 99)))
+    e2e = _stats("", "e2e_latency", [o.latency for o in done], (90, 99))
+    row.update(e2e)
+    row["concurrency"] = sum(o.latency for o in done) / d if done else 0.0  # sglang: mean in flight
+    row["errors"] = errors
+    return {k: (round(v, 4) if isinstance(v, float) and math.isfinite(v) else v) for k, v in row.items()}
+
+
+# ------------------------------------------------------------------ prompts
+
+
+class Prompts:
+    """Prompts of about `n` tokens: one multiset of words, shuffled per request (so
+    no two share a prefix for the prefix cache, yet all cost the same tokens)."""
+
+    def __init__(self, words: int, seed: int):
+        self.words = [WORDS[i % len(WORDS)] for i in range(max(1, words))]
+        self.seed = seed
+
+    def get(self, i: int) -> str:
+        w = list(self.words)
+        random.Random(self.seed * 1_000_003 + i).shuffle(w)
+        return " ".join(w)
+
+
+async def _count_tokens(http: httpx.AsyncClient, base: httpx.URL, model: str | None, text: str) -> int | None:
+    body = {"prompt": text, "max_tokens": 1, "stream": False}
+    if model:
+        body["model"] = model
+    r = await http.post(cl.join(base, "/v1/completions"), json=body)
+    if r.status_code != 200:
+        raise ServerError(f"{cl.shown(base)}: POST /v1/completions answered HTTP {r.status_code}: {_err_text(r.text)}")
+    try:
+        usage = r.json().get("usage") or {}
+        n = usage.get("prompt_tokens")
+    except (ValueError, AttributeError):
+        return None
+    return int(n) if isinstance(n, (int, float)) else None
+
+
+async def calibrate(http: httpx.AsyncClient, base: httpx.URL, model: str | None, target: int, seed: int,
+                    warnings: list[str]) -> tuple[Prompts, int | None]:
+    """Find the word count whose prompts cost `target` tokens (a few 1-token requests)."""
+    words = target
+    best: tuple[int, int] | None = None  # (|error|, words)
+    tokens_at: dict[int, int] = {}
+    for _ in range(5):
+        n = await _count_tokens(http, base, model, Prompts(words, seed).get(0))
+        if n is None:
+            warnings.append("the server reports no token usage: prompts assume one token per word")
+            return Prompts(target, seed), None
+        tokens_at[words] = n
+        if best is None or abs(n - target) < best[0]:
+            best = (abs(n - target), words)
+        if n == target:
+            break
+        nxt = max(1, words + round((target - n) * words / max(n, 1)))
+        if nxt == words:
+            nxt = words + (1 if n < target else -1)
+        if nxt in tokens_at or nxt < 1:
+            break
+        words = nxt
+    assert best is not None
+    return Prompts(best[1], seed), tokens_at[best[1]]
+
+
+# ------------------------------------------------------------------ one request
+
+
+def _err_text(body: str) -> str:
+    text = body.strip()
+    try:
+        doc = json.loads(text)
+        if isinstance(doc, dict):
+            e = doc.get("error", doc)
+            msg = e.get("message") if isinstance(e, dict) else e
+            text = str(msg or doc.get("detail") or doc.get("message") or text)
+    except ValueError:
+        pass
+    from kb.redact import redact_text
+
+    return " ".join(redact_text(text[:4096]).split())[:160] or "(empty body)"
+
+
+def _transport_error(e: BaseException) -> str:
+    if isinstance(e, httpx.ConnectError):
+        return "connection refused" if "refused" in str(e).lower() else "cannot connect"
+    if isinstance(e, httpx.ConnectTimeout):
+        return "connect timeout"
+    if isinstance(e, httpx.ReadTimeout):
+        return "read timeout (no token within the read timeout)"
+    if isinstance(e, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return "connection closed by the server mid-answer"
+    if isinstance(e, httpx.PoolTimeout):
+        return "pool timeout"
+    return f"{type(e).__name__}"
+
+
+_SPECIAL = (b'"usage":{', b'"usage": {', b'"error"', b'"choices":[]', b'"choices": []')
+
+
+def _plain_token(payload: bytes) -> bool:
+    """A chunk carrying a choice and nothing else kb reads (no usage, no error), told
+    apart without parsing it: inside JSON strings a quote is escaped, so these
+    byte patterns only match the object's own keys."""
+    return b'"choices"' in payload and not any(p in payload for p in _SPECIAL)
+
+
+async def one_request(http: httpx.AsyncClient, url: httpx.URL, body: dict) -> Outcome:
+    out = Outcome()
+    st = time.perf_counter()
+    last = st
+    first = False
+    try:
+        async with http.stream("POST", url, json=body) as r:
+            if r.status_code != 200:
+                raw = b""
+                async for chunk in r.aiter_bytes():
+                    raw += chunk
+                    if len(raw) > cl.ERROR_BODY_CAP:
+                        break
+                out.error = f"HTTP {r.status_code}: {_err_text(raw.decode('utf-8', 'replace'))}"
+                return out
+            buf = b""
+            async for chunk in r.aiter_bytes():
+                lines = (buf + chunk).split(b"\n")
+                buf = lines.pop()
+                for line in lines:
+                    if not line.startswith(b"data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == b"[DONE]" or not payload:
+                        continue
+                    if _plain_token(payload):  # most chunks: no JSON parsing needed
+                        now = time.perf_counter()
+                        if not first:
+                            first = True
+                            out.ttft = now - st
+                        else:
+                            out.itl.append(now - last)
+                        last = now
+                        continue
+                    try:
+                        data = json.loads(payload)
+                    except ValueError:
+                        continue
+                    if not isinstance(data, dict):
+                        continue
+                    if data.get("choices"):
+                        now = time.perf_counter()
+                        if not first:
+                            first = True
+                            out.ttft = now - st
+                        else:
+                            out.itl.append(now - last)
+                        last = now
+                    usage = data.get("usage")
+                    if isinstance(usage, dict):
+                        out.output_tokens = int(usage.get("completion_tokens") or 0)
+                        out.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+                    if data.get("error") or data.get("object") == "error":
+                        out.error = f"error in stream: {_err_text(json.dumps(data))}"
+                        return out
+        if not first:
+            out.error = "no token streamed"
+            return out
+        out.latency = last - st
+        if not out.output_tokens:
+            out.output_tokens = len(out.itl) + 1  # no usage chunk: one token per chunk
+        out.ok = True
+    except httpx.HTTPError as e:
+        out.error = _transport_error(e)
+        out.transport = not isinstance(e, httpx.PoolTimeout)
+    return out
+
+
+# ------------------------------------------------------------------ progress
+
+
+class Progress:
+    """One self-rewriting line on stderr (only when it is a terminal)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled and sys.stderr.isatty()
+        self.last = 0.0
+
+    def show(self, c: int, done: int, total: int | None, failed: int, t0: float, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and now - self.last < 0.1:
+            return
+        self.last = now
+        width = 24
+        frac = done / total if total else 0.0
+        bar = "#" * int(width * frac) + "." * (width - int(width * frac))
+        tot = f"/{total}" if total and total < 1_000_000 else ""
+        sys.stderr.write(f"\r  c={c:<5} [{bar}] {done}{tot} requests  {time.monotonic() - t0:6.1f} s"
+                         + (f"  {failed} failed" if failed else "") + "   ")
+        sys.stderr.flush()
+
+    def end(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r" + " " * 78 + "\r")
+            sys.stderr.flush()
+
+
+# ------------------------------------------------------------------ metrics sampling
+
+
+class Sampler:
+    """Scrapes /metrics every `interval` s while a level runs (a separate connection)."""
+
+    def __init__(self, http: httpx.AsyncClient, base: httpx.URL, engine: str, interval: float):
+        self.http, self.base, self.engine, self.interval = http, base, engine, interval
+        self.samples: list[dict] = []
+        self.errors = 0
+        self.names: dict[str, str] = {}
+        self.only = prefixes(engine)
+
+    async def scrape(self) -> dict | None:
+        url = cl.join(self.base, "/metrics")
+        try:
+            async with self.http.stream("GET", url) as r:
+                if r.status_code != 200:
+                    return None
+                body = bytearray()
+                async for chunk in r.aiter_bytes():
+                    body += chunk
+                    if len(body) > cl.METRICS_CAP:
+                        return None
+            s = Scrape.parse(body.decode("utf-8", "replace"), only=self.only)
+        except (httpx.HTTPError, ServerError):
+            self.errors += 1
+            return None
+        if not self.names:
+            self.names = s.names(self.engine)
+        return s.figures(self.engine)
+
+    async def run(self, t0: float, stop: asyncio.Event) -> None:
+        interval = self.interval
+        while not stop.is_set():
+            try:  # wait, then scrape: no sample before the level's requests arrive
+                await asyncio.wait_for(stop.wait(), interval)
+                return
+            except asyncio.TimeoutError:
+                pass
+            fig = await self.scrape()
+            if fig is not None:
+                self.samples.append({"t": round(time.perf_counter() - t0, 3), **fig})
+                if len(self.samples) >= MAX_SAMPLES_PER_LEVEL:
+                    self.samples = self.samples[::2]
+                    interval *= 2
+
+
+# ------------------------------------------------------------------ the sweep
+
+
+async def _alive(http: httpx.AsyncClient, base: httpx.URL) -> bool:
+    try:
+        r = await http.get(cl.join(base, "/v1/models"), timeout=httpx.Timeout(3.0))
+        return r.status_code < 500
+    except httpx.HTTPError:
+        return False
+
+
+class _Stop:
+    def __init__(self):
+        self.interrupted = False
+        self.event: asyncio.Event | None = None
+
+
+async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, probe: ProbeResult,
+                     base: httpx.URL, opts: SweepOptions, prompts: Prompts, stop: _Stop, progress: Progress,
+                     make_client: Callable[[], httpx.AsyncClient]) -> tuple[list[Outcome], float, int, dict,
+                                                                           str | None, bool]:
+    """(outcomes, duration, issued, kb_metrics, fatal error or None, truncated).
+
+    Each worker has its own client and connection: httpcore's pool scans all its
+    connections on every request (O(c²) per level), which at 256 streams would cost
+    more CPU than the streams themselves."""
+    url = cl.join(base, "/v1/completions")
+    n = opts.requests_for(c)
+    engine = probe.engine
+    sampler = Sampler(mhttp, base, engine, opts.metrics_interval) if engine and probe.metrics.get("available") else None
+    before = await sampler.scrape() if sampler else None
+    outcomes: list[Outcome] = []
+    issued = 0
+    level_stop = asyncio.Event()
+    stop.event = level_stop
+    fatal: list[str] = []
+    checking: list[asyncio.Task] = []
+    last_check = [0.0]
+    t0 = time.perf_counter()
+    m0 = time.monotonic()
+    deadline = t0 + opts.duration if opts.duration else None
+
+    async def check_alive() -> None:
+        if not await _alive(http, base):
+            fatal.append("stopped answering")
+            level_stop.set()
+
+    async def worker(wc: httpx.AsyncClient) -> None:
+        nonlocal issued
+        while not level_stop.is_set():
+            if issued >= n or (deadline and time.perf_counter() >= deadline):
+                return
+            i = issued
+            issued += 1
+            body = {"prompt": prompts.get(c * 1_000_003 + i), "max_tokens": opts.output_len, "stream": True,
+                    "stream_options": {"include_usage": True}, "ignore_eos": True}
+            if probe.model:
+                body["model"] = probe.model
+            o = await one_request(wc, url, body)
+            outcomes.append(o)
+            if o.transport and (not checking or (checking[-1].done() and time.monotonic() - last_check[0] > 1.0)):
+                last_check[0] = time.monotonic()  # is the server gone? (at most once a second)
+                checking.append(asyncio.create_task(check_alive()))
+            progress.show(c, len(outcomes), n if not opts.duration else None,
+                          sum(1 for x in outcomes if not x.ok), m0)
+
+    samp_stop = asyncio.Event()
+    samp_task = asyncio.create_task(sampler.run(t0, samp_stop)) if sampler else None
+    clients = [make_client() for _ in range(c)]
+    tasks = [asyncio.create_task(worker(wc)) for wc in clients]
+    truncated = False
+    stopper = asyncio.create_task(level_stop.wait())
+    end = t0
+    try:
+        await asyncio.wait([*tasks, stopper], timeout=opts.max_level_time, return_when=asyncio.FIRST_COMPLETED)
+        while not level_stop.is_set() and not all(t.done() for t in tasks):
+            left = opts.max_level_time - (time.perf_counter() - t0)
+            if left <= 0:
+                truncated = True
+                break
+            await asyncio.wait([*[t for t in tasks if not t.done()], stopper], timeout=left,
+                               return_when=asyncio.FIRST_COMPLETED)
+        end = time.perf_counter()
+    finally:
+        for t in [*tasks, stopper]:
+            if not t.done():
+                t.cancel()
+        await asyncio.gather(*tasks, stopper, return_exceptions=True)
+        await asyncio.gather(*(wc.aclose() for wc in clients), return_exceptions=True)
+        for t in checking:
+            if not t.done():
+                await asyncio.gather(t, return_exceptions=True)
+        samp_stop.set()
+        if samp_task:
+            await asyncio.gather(samp_task, return_exceptions=True)
+    duration = end - t0
+    after = await sampler.scrape() if sampler and not fatal else None
+    progress.end()
+    km: dict = {}
+    if sampler:
+        km = {"engine": engine, "source": "/metrics", "interval_s": opts.metrics_interval,
+              "names": sampler.names or probe.metrics.get("names", {}), "startup": dict(probe.startup),
+              "before": before, "after": after, "samples": sampler.samples, "scrape_errors": sampler.errors}
+    return outcomes, duration, issued, km, (fatal[0] if fatal else None), truncated
+
+
+async def _sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None, out: Path | None,
+                 on_level: Callable[[dict], None] | None) -> SweepResult:
+    base = cl.base_url(probe.url)
+    res = SweepResult()
+    stop = _Stop()
+    loop = asyncio.get_running_loop()
+
+    def on_sigint() -> None:
+        stop.interrupted = True
+        if stop.event:
+            stop.event.set()
+        try:
+            loop.remove_signal_handler(signal.SIGINT)  # a second Ctrl-C ends at once
+        except (NotImplementedError, RuntimeError):
+            pass
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        handler = True
+    except (NotImplementedError, RuntimeError, ValueError):
+        handler = False
+    t = opts.timeouts
+    timeout = httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=None)
+    tls = ssl_context()  # one for all clients: building one loads the CA bundle
+    kw = dict(headers=cl.headers(api_key), follow_redirects=False, trust_env=False, verify=tls)
+    one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+
+    def make_client() -> httpx.AsyncClient:
+        return httpx.AsyncClient(timeout=timeout, limits=one, **kw)
+
+    fh = None
+    try:
+        async with httpx.AsyncClient(timeout=timeout, **kw) as http, \
+                httpx.AsyncClient(timeout=httpx.Timeout(connect=t.connect, read=10.0, write=10.0, pool=None),
+                                  **kw) as mhttp:
+            try:
+                prompts, ptoks = await calibrate(http, base, probe.model, opts.input_len, opts.seed, res.warnings)
+            except httpx.HTTPError as e:
+                raise ServerError(cl.describe_error(e, cl.join(base, "/v1/completions"), t)) from None
+            res.prompt_words, res.prompt_tokens = len(prompts.words), ptoks
+            if out:
+                out.parent.mkdir(parents=True, exist_ok=True)
+                fh = open(out, "w", encoding="utf-8")
+            progress = Progress(opts.progress)
+            info = probe.server_info()
+            for c in opts.levels:
+                if stop.interrupted:
+                    break
+                cpu0, w0 = time.process_time(), time.perf_counter()
+                outcomes, duration, issued, km, fatal, truncated = await _run_level(
+                    c, http, mhttp, probe, base, opts, prompts, stop, progress, make_client)
+                cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
+                if stop.interrupted:
+                    break  # an unfinished level is not kept
+                failed = [o for o in outcomes if not o.ok]
+                if fatal:
+                    why = failed[0].error if failed else "no answer"
+                    res.error = (f"{cl.shown(base)} stopped answering during the concurrency-{c} level "
+                                 f"({len(failed)} of {len(outcomes)} requests failed: {why})")
+                    break
+                if not outcomes:
+                    res.error = (f"{cl.shown(base)}: no request at concurrency {c} finished within "
+                                 f"--max-level-time {opts.max_level_time:g} s")
+                    break
+                if not any(o.ok for o in outcomes):
+                    res.error = (f"{cl.shown(base)}: all {len(outcomes)} requests at concurrency {c} failed: "
+                                 f"{failed[0].error}")
+                    break
+                row = summarise(c, outcomes, duration, opts, probe.model, probe.engine, issued)
+                row["tool"] = TOOL
+                row["truncated"] = truncated
+                if truncated:
+                    res.warnings.append(f"the concurrency-{c} level reached --max-level-time "
+                                        f"({opts.max_level_time:g} s): its unfinished requests were dropped")
+                row["client"] = {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3),
+                                 "cpu_fraction": round(cpu / wall, 4) if wall else None}
+                row["server_info"] = info
+                if km:
+                    row["kb_metrics"] = km
+                res.levels.append(row)
+                if fh:
+                    fh.write(json.dumps(row) + "\n")
+                    fh.flush()
+                if on_level:
+                    on_level(row)
+    finally:
+        if fh:
+            fh.close()
+        if handler:
+            try:
+                loop.remove_signal_handler(signal.SIGINT)
+            except (NotImplementedError, RuntimeError):
+                pass
+    res.interrupted = stop.interrupted
+    return res
+
+
+def ssl_context():
+    import ssl
+
+    try:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    except ImportError:
+        return ssl.create_default_context()
+
+
+def check_lengths(probe: ProbeResult, opts: SweepOptions) -> None:
+    if opts.input_len < 1 or opts.output_len < 1:
+        raise ServerError("--input-len and --output-len must be at least 1")
+    if not opts.levels or any(c < 1 for c in opts.levels):
+        raise ServerError("--concurrency needs positive levels, e.g. 1,8,32,128")
+    if max(opts.levels) > 4096:
+        raise ServerError("--concurrency above 4096 is not supported")
+    ctx = probe.max_model_len
+    if ctx and opts.input_len + opts.output_len > ctx:
+        raise ServerError(f"input {opts.input_len} + output {opts.output_len} tokens exceed the server's context "
+                          f"length {ctx}")
+
+
+def sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None = None, out: Path | None = None,
+          on_level: Callable[[dict], None] | None = None) -> SweepResult:
+    """Run the levels in order; stops at the first level the server cannot serve."""
+    check_lengths(probe, opts)
+    return asyncio.run(_sweep(probe, opts, api_key, out, on_level))
+
+
+def parse_levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ServerError(f"--concurrency {text!r}: expected comma-separated whole numbers, e.g. 1,8,32,128") from None
+    if not levels:
+        raise ServerError("--concurrency: no level given")
+    return levels
+
+
+def table(levels: list[dict]) -> str:
+    head = (f"  {'conc':>5}  {'done':>5}  {'fail':>4}  {'total tok/s':>11}  {'out tok/s':>9}  {'TTFT p50':>9}  "
+            f"{'TTFT p99':>9}  {'TPOT p50':>8}  {'ITL p95':>8}  {'running':>7}  {'waiting':>7}")
+    rows = [head]
+    for r in levels:
+        samples = (r.get("kb_metrics") or {}).get("samples") or []
+        run = max((s.get("running") or 0 for s in samples), default=None)
+        wait = max((s.get("waiting") or 0 for s in samples), default=None)
+        rows.append(f"  {r['max_concurrency']:>5}  {r['completed']:>5}  {r['failed']:>4}  {r['total_throughput']:>11,.1f}  "
+                    f"{r['output_throughput']:>9,.1f}  {r['median_ttft_ms']:>7,.1f}ms  {r['p99_ttft_ms']:>7,.1f}ms  "
+                    f"{r['median_tpot_ms']:>6,.2f}ms  {r['p95_itl_ms']:>6,.2f}ms  "
+                    f"{'-' if run is None else int(run):>7}  {'-' if wait is None else int(wait):>7}")
+    return "\n".join(rows)

@@ -1,0 +1,94 @@
+"""`kb probe` and `kb sweep` against a real vLLM server (--max-num-seqs 8)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from live.util import read_jsonl
+
+SECRET = "kb-test-secret-0123456789"
+SMALL = ["--input-len", "32", "--output-len", "16"]
+
+
+def test_probe_reads_engine_version_model_and_context(kb_live, vllm8, tiny_model):
+    proc = kb_live("probe", vllm8.url, env={"KB_API_KEY": SECRET})
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "engine          vllm 0.32.0" in out
+    assert f"model           {tiny_model}" in out
+    assert "context length  512 tokens" in out
+    assert "KV cache        1,048,576 tokens" in out  # VLLM_CPU_KVCACHE_SPACE=1 (GiB), from vllm:cache_config_info
+    assert SECRET not in out + proc.stderr
+
+    doc = json.loads(kb_live("probe", vllm8.url, "--json", "--api-key", SECRET).stdout)
+    assert {"url", "engine", "version", "model", "model_path", "max_model_len", "server_args", "tuning_args",
+            "startup", "metrics", "endpoints", "warnings"} <= set(doc)
+    assert (doc["engine"], doc["version"], doc["max_model_len"]) == ("vllm", "0.32.0", 512)
+    assert doc["metrics"]["names"]["running"] == "vllm:num_requests_running"
+    assert doc["metrics"]["names"]["kv_cache_usage"] == "vllm:kv_cache_usage_perc"
+    assert doc["endpoints"]["/server_info"] == 404 and doc["endpoints"]["/version"] == 200
+    assert SECRET not in json.dumps(doc)
+
+
+def test_sweep_writes_sglang_jsonl_that_ingest_reads(kb_live, vllm8, tmp_path):
+    from ingest import sglang_bench
+    from ingest.run import read_run
+
+    out = tmp_path / "sweep.jsonl"
+    proc = kb_live("sweep", vllm8.url, "-c", "1,16", "-n", "32", "--input-len", "32", "--output-len", "64",
+                   "--out", out, env={"KB_API_KEY": SECRET})
+    assert proc.returncode == 0, proc.stderr
+    assert f"written to {out}" in proc.stdout and SECRET not in proc.stdout + proc.stderr + out.read_text()
+    rows = read_jsonl(out)
+    assert [r["max_concurrency"] for r in rows] == [1, 16]
+    for i, r in enumerate(rows, 1):
+        assert r["completed"] == 32 and r["failed"] == 0
+        assert r["total_output_tokens"] == 32 * 64  # ignore_eos: every request runs to max_tokens
+        assert 28 <= r["total_input_tokens"] / 32 <= 36  # prompts calibrated to 32 tokens
+        assert r["server_info"]["version"] == "0.32.0"
+        [run] = sglang_bench.read(r, str(out), i)  # the sglang bench_serving reader takes the line as is
+        assert run.concurrency == r["max_concurrency"] and run.total_throughput > 0
+    km = rows[1]["kb_metrics"]
+    assert km["samples"] and max(s["running"] for s in km["samples"]) == 8  # the cap
+    assert max(s["waiting"] for s in km["samples"]) > 0
+    ev = read_run([out])
+    assert ev.engine == "vllm" and len(ev.bench) == 2 and len(ev.traces) == 2
+    assert ev.traces[1].stats["running_max"] == 8
+
+
+def test_sweep_json_keys(kb_live, vllm8):
+    doc = json.loads(kb_live("sweep", vllm8.url, "-c", "2", "-n", "4", *SMALL, "--json").stdout)
+    assert {"url", "engine", "version", "model", "input_len", "output_len", "prompt_tokens", "out", "levels",
+            "interrupted", "error", "warnings"} <= set(doc)
+    [level] = doc["levels"]
+    assert level["completed"] == 4 and "kb_metrics" not in level and level["client"]["cpu_s"] >= 0
+
+
+def test_ctrl_c_keeps_finished_levels(vllm8, tmp_path):
+    out = tmp_path / "sweep.jsonl"
+    env = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
+    env["KB_HOME"] = str(tmp_path / "home")
+    # default requests: level 1 sends 16 (a few seconds), level 64 sends 256; Ctrl-C lands in the second
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "sweep", vllm8.url, "-c", "1,64", "--input-len", "32",
+                             "--output-len", "64", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 1):
+            time.sleep(0.05)
+        assert out.exists(), "the first level never finished"
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert time.monotonic() - t0 < 10, "Ctrl-C should stop the sweep at once"
+    assert proc.returncode == 130, (proc.returncode, stderr)
+    assert stderr.strip().splitlines() == [f"kb: interrupted: 1 finished level kept in {out}"]
+    assert [r["max_concurrency"] for r in read_jsonl(out)] == [1]
+    assert "Traceback" not in stderr

@@ -1,0 +1,247 @@
+"""The index survives: SIGKILL at random moments, damaged index files, lock files left
+by dead processes, and several kb processes writing at once. Sources are the truth:
+whatever happens to the index, the next command works on the old index or rebuilds it
+from the sources and says so on stderr, and no finding is lost."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ingest.detect import load_findings
+from kb import index as kbindex
+from kb.errors import IndexError_
+from kb.store import LOCK_NAME, Store, kb_lock
+
+from conftest import ROOT
+
+_spec = importlib.util.spec_from_file_location("kb_kill", ROOT / "benchmarks" / "kill.py")
+killbench = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(killbench)
+
+QUESTION = "throughput plateaus at high concurrency"
+
+
+def _notes(d: Path, n: int, prefix: str = "rel") -> list[Path]:
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i in range(n):
+        p = d / f"{prefix}{i}.md"
+        p.write_text(killbench.note(i, 0).replace("kill-note-", f"{prefix}-"))
+        out.append(p)
+    return out
+
+
+def _ask_in_process(home: Path, capsys) -> tuple[list, str]:
+    from kb.search import ask
+
+    store = Store(home)
+    store.sync(load_findings)
+    answers = ask(store.index_dir, QUESTION, 5)
+    return answers, capsys.readouterr().err
+
+
+@pytest.fixture
+def built(kb_home, tmp_path):
+    """A knowledge base with the shipped findings and two pinned notes files."""
+    files = _notes(tmp_path / "notes", 2)
+    Store(kb_home).sync(load_findings, files)
+    return kb_home, files
+
+
+# ---------------------------------------------------------------- SIGKILL
+
+
+def test_sigkill_at_random_moments(tmp_path):
+    """20 kills of `kb ingest` / `kb reindex` (benchmarks/kill.py runs 200): after each,
+    the next ask answers, and every finding ingested before is there, current."""
+    stats = killbench.run(kills=20, seed=1, cli_every=10, work=tmp_path)
+    assert stats["failures"] == []
+    assert stats["kills"] >= 15  # attempts that ended before their kill are retried (at most 60)
+
+
+# ---------------------------------------------------------------- damaged index
+
+
+def _toc(index_dir: Path) -> Path:
+    return max(index_dir.glob("_MAIN_*.toc"), key=lambda p: int(p.stem.split("_")[-1]))
+
+
+@pytest.mark.parametrize("damage", ["garbage toc", "truncated toc", "no toc", "truncated segments",
+                                    "empty dir", "no index dir", "index is a file"])
+def test_damaged_index_is_rebuilt_and_announced(built, damage, capsys):
+    home, _ = built
+    ix = Store(home).index_dir
+    n = len(kbindex.all_records(ix))
+    if damage == "garbage toc":
+        _toc(ix).write_bytes(os.urandom(300))
+    elif damage == "truncated toc":
+        toc = _toc(ix)
+        toc.write_bytes(toc.read_bytes()[:40])
+    elif damage == "no toc":
+        _toc(ix).unlink()
+    elif damage == "truncated segments":
+        for f in ix.iterdir():
+            if not f.name.startswith("_") and f.suffix not in (".toc",) and "LOCK" not in f.name:
+                f.write_bytes(f.read_bytes()[:16])
+    elif damage == "empty dir":
+        for f in ix.iterdir():
+            f.unlink()
+    elif damage == "no index dir":
+        for f in ix.iterdir():
+            f.unlink()
+        ix.rmdir()
+    elif damage == "index is a file":
+        for f in ix.iterdir():
+            f.unlink()
+        ix.rmdir()
+        ix.write_text("not an index")
+    answers, err = _ask_in_process(home, capsys)
+    assert answers
+    assert "rebuilding it from" in err and str(ix) in err, err
+    assert len(kbindex.all_records(ix)) == n
+    _, err = _ask_in_process(home, capsys)
+    assert err == ""  # rebuilt once, then quiet
+
+
+def test_index_missing_records_is_rebuilt(built, capsys):
+    """An index that opens but lacks records its sources have (e.g. emptied by a killed
+    rebuild in older kb versions) is caught by the record count."""
+    home, files = built
+    from whoosh import index
+
+    ix = index.open_dir(str(Store(home).index_dir))
+    with ix.writer() as w:
+        w.delete_by_term("source", str(files[0].resolve()))
+    answers, err = _ask_in_process(home, capsys)
+    assert "holds" in err and "rebuilding" in err
+    assert {"rel-0-0", "rel-0-1", "rel-0-2"} <= {f.id for f in kbindex.all_records(Store(home).index_dir)}
+
+
+def test_cli_announces_the_rebuild_on_stderr(built, kb):
+    home, _ = built
+    _toc(Store(home).index_dir).write_bytes(b"\x00" * 64)
+    proc = kb("ask", QUESTION, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["answers"]
+    assert proc.stderr.startswith("kb: the index at ") and "rebuilding it from" in proc.stderr
+
+
+def test_a_failed_rebuild_keeps_the_old_index(built, monkeypatch):
+    """`kb reindex` builds beside the index and renames it into place: an error (or a
+    kill) half-way leaves the index readers use untouched."""
+    home, _ = built
+    store = Store(home)
+    before = {f.id for f in kbindex.all_records(store.index_dir)}
+    calls = {"n": 0}
+    real = kbindex._doc
+
+    def failing(f, source):
+        calls["n"] += 1
+        if calls["n"] > 10:
+            raise RuntimeError("disk on fire")
+        return real(f, source)
+
+    monkeypatch.setattr(kbindex, "_doc", failing)
+    with pytest.raises(RuntimeError):
+        store.reindex(load_findings)
+    monkeypatch.undo()
+    assert {f.id for f in kbindex.all_records(store.index_dir)} == before
+    assert not list(store.home.glob(".index.*"))  # the half-built copy was removed
+
+
+# ---------------------------------------------------------------- locks
+
+
+def test_lock_files_of_dead_processes_do_not_block(built):
+    """Both locks are flocks, released by the kernel when the holder dies: files left
+    behind (ours with a dead pid in it, Whoosh's WRITELOCK) are not stale locks."""
+    home, files = built
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True).stdout.strip()
+    (home / LOCK_NAME).write_text(f"{dead}\n")
+    (Store(home).index_dir / "MAIN_WRITELOCK").write_text("")
+    files[0].write_text(files[0].read_text().replace("version 0", "version 1"))
+    t = time.perf_counter()
+    rep = Store(home).sync(load_findings, files)
+    assert time.perf_counter() - t < 10
+    assert [f.status for f in rep.files if f.path.endswith("rel0.md")] == ["updated"]
+
+
+def test_a_held_lock_names_its_holder_after_the_timeout(tmp_path):
+    held, release = threading.Event(), threading.Event()
+
+    def holder():
+        with kb_lock(tmp_path):
+            held.set()
+            release.wait(10)
+
+    t = threading.Thread(target=holder)
+    t.start()
+    held.wait(5)
+    try:
+        with pytest.raises(IndexError_, match=rf"being written by another kb process \(pid {os.getpid()}\)"):
+            with kb_lock(tmp_path, timeout=0.3):
+                pass
+    finally:
+        release.set()
+        t.join()
+    with kb_lock(tmp_path, timeout=1):  # free again
+        pass
+
+
+def test_a_lock_held_by_a_process_that_is_killed_is_released(tmp_path):
+    code = ("import sys, time; sys.path.insert(0, %r)\n"
+            "from kb.store import kb_lock\nfrom pathlib import Path\n"
+            "with kb_lock(Path(%r)):\n    print('held', flush=True)\n    time.sleep(60)\n") % (str(ROOT), str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "held"
+        with pytest.raises(IndexError_, match=f"pid {proc.pid}"):
+            with kb_lock(tmp_path, timeout=0.2):
+                pass
+        proc.kill()
+        proc.wait()
+        with kb_lock(tmp_path, timeout=2):
+            pass
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+# ---------------------------------------------------------------- concurrent writers
+
+
+def test_concurrent_ingest_attach_and_ask_lose_nothing(kb_home, tmp_path):
+    """4 `kb ingest` (different files), 2 `kb attach` and 3 `kb ask` at once on an empty
+    KB_HOME: every command succeeds, every finding is indexed, the index is sound."""
+    env = {**os.environ, "KB_HOME": str(kb_home)}
+    env.pop("KB_FINDINGS", None)
+    groups = [_notes(tmp_path / f"team{g}", 2, prefix=f"team{g}") for g in range(4)]
+    cmds = [["ingest", *map(str, files)] for files in groups]
+    cmds += [["attach", "--title", f"Driver note {i}", "--fix", f"modprobe nvidia_uvm ({i})",
+              "--fix-class", "driver-environment", "--force-new", "--json"] for i in range(2)]
+    cmds += [["ask", QUESTION, "--json"] for _ in range(3)]
+    procs = [subprocess.Popen([sys.executable, "-m", "kb", *c], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for c in cmds]
+    results = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * len(procs), [err for _, err in results]
+    assert all(err == "" for _, err in results), [err for _, err in results]
+    attached = {json.loads(out)["id"] for c, (out, _) in zip(cmds, results) if c[0] == "attach"}
+    assert len(attached) == 2
+    store = Store(kb_home)
+    ids = {f.id for f in kbindex.all_records(store.index_dir)}
+    want = {f"team{g}-{i}-{j}" for g in range(4) for i in range(2) for j in range(3)} | attached
+    assert want <= ids
+    known = store.manifest()["sources"]
+    assert kbindex.check(store.index_dir, sum(len(e["ids"]) for e in known.values())) is None
+    assert all(known[str(p.resolve())]["pinned"] for files in groups for p in files)
