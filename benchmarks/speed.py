@@ -15,8 +15,8 @@
 
 Prints tables; exits 0. Every timing carries the 1-minute load average taken when
 it was measured (`load`), because this machine is shared. Everything is built under
-a temp dir and removed. Each size is measured in its own process so that its peak
-RSS is its own.
+a temp dir and removed. Each size is generated, then measured, in processes of its
+own, so that the peak RSS reported is kb's alone.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def timed(cmd: list[str], env: dict) -> tuple[float, float | None]:
     """Wall seconds and peak RSS (MB) of one command, which must exit 0. The RSS comes
     from GNU time: a child's own rusage would include this (large) process's RSS at fork,
     which Linux keeps in ru_maxrss across exec."""
-    gnu_time = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
+    gnu_time = shutil.which("time")
     full = [gnu_time, "-f", "maxrss_kb=%M", *cmd] if gnu_time else cmd
     t = time.perf_counter()
     proc = subprocess.run(full, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
@@ -241,12 +241,18 @@ def measure_size(tmp: Path) -> dict:
     return r
 
 
-def run_size(n: int, tmp: Path, ask_runs: int) -> dict:
-    write_scale_set(scale_set(n), tmp / "findings")
-    out = subprocess.run([sys.executable, __file__, "--child-dir", str(tmp)], capture_output=True, text=True, cwd=ROOT)
+def child(*args: str) -> str:
+    """This script in a new process. The parent never generates or loads findings, so
+    the child's peak RSS (which on Linux starts from the parent's at fork) is its own."""
+    out = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, cwd=ROOT)
     if out.returncode != 0:
-        raise RuntimeError(f"size {n}: {out.stderr[-1000:]}")
-    r = {"n": n, **json.loads(out.stdout)}
+        raise RuntimeError(f"{' '.join(args)}: {out.stderr[-1000:]}")
+    return out.stdout
+
+
+def run_size(n: int, tmp: Path, ask_runs: int) -> dict:
+    child("--generate", str(n), "--child-dir", str(tmp))
+    r = {"n": n, **json.loads(child("--child-dir", str(tmp)))}
     cli = median_run([*kb_command(), "ask", ASK_QUESTION], kb_env(tmp / "home", tmp / "findings"), ask_runs)
     r["cli_s"], r["cli_rss"], r["load_cli"] = cli["median"], cli["rss"], cli["load"]
     print(f"size {n:,} measured: " + json.dumps({k: v for k, v in r.items() if not k.endswith("_ms")}),
@@ -330,8 +336,12 @@ def main() -> int:
     ap.add_argument("--sizes", default="1000,10000,100000", help="generated findings per knowledge base")
     ap.add_argument("--runs", type=int, default=10, help="kb ask end-to-end runs (median)")
     ap.add_argument("--log-mb", type=int, default=100)
+    ap.add_argument("--generate", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child-dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.generate:
+        write_scale_set(scale_set(args.generate), args.child_dir / "findings")
+        return 0
     if args.child_dir:
         print(json.dumps(measure_size(args.child_dir)))
         return 0

@@ -4,7 +4,7 @@ Each line is one concurrency level in sglang's `--output-file` shape (read by
 ingest.sglang_bench) with an extra `kb_metrics` object: the server's /metrics
 sampled while the level ran:
 
-    {"engine": "vllm", "source": "/metrics", "interval_s": 0.25,
+    {"engine": "vllm", "source": "/metrics", "interval_s": 1.0,
      "names": {"running": "vllm:num_requests_running", ...},
      "startup": {"kv_cache_tokens": 1048576, ...},
      "before": {...figures...}, "after": {...figures...},

@@ -20,6 +20,7 @@ MAX_SAMPLES = 2000
 EVENTS_PER_KIND = 50
 MAX_TEXT = 400  # characters of a line kept in an Event
 MAX_RANKS = 256
+MAX_EXTRA = 64  # distinct unknown stats fields (a damaged log could invent one per line)
 
 # sglang: "[2025-09-02 14:19:42 TP0] ", "[2025-05-13 23:29:46 DP4 TP4] ", "[2026-08-23 09:06:20 TP0 EP0] "
 _SGL_PREFIX = re.compile(r"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?)((?: [A-Z]{2,4}\d+)*)\]")
@@ -324,7 +325,7 @@ class SampleStats:
 
     def extra(self, key: str, value: float | None) -> None:
         """Maximum of a field kb has no Sample slot for (#prealloc-req, Swapped, ...)."""
-        if value is not None:
+        if value is not None and (key in self.extra_max or len(self.extra_max) < MAX_EXTRA):
             self.extra_max[key] = max(self.extra_max.get(key, value), value)
 
     def as_dict(self) -> dict:

@@ -126,9 +126,11 @@ class SglangLog(ServerLogBase):
         if not m:
             return False
         self.recognised = True
-        for part in m.group(0).split(", "):
+        for part in m.group(0).split(", ")[:64]:
             key, _, value = part.partition("=")
             value = value.strip()
+            if key not in self.startup and len(self.startup) >= 256:
+                continue  # a damaged line inventing keys: bounded like every other field
             if key.startswith("available_"):
                 self.startup[key + "_gb"] = num(value)
             elif key:

@@ -111,7 +111,6 @@ def ask(question: str = typer.Argument(..., help="A question, as you would ask a
     from kb.search import ask as do_ask
 
     store = _store()
-    store.sync(_loader())
     diag, boost = None, None
     if run:
         from ingest.run import read_run
@@ -120,12 +119,12 @@ def ask(question: str = typer.Argument(..., help="A question, as you would ask a
 
         _check_engine(engine)
         diag = run_diagnose(read_run(list(run), config=config, gpu=gpu, engine=engine),
-                            kbindex.all_records(store.index_dir))
+                            store.read(_loader(), kbindex.all_records))
         top = max((r.score for r in diag.recommendations), default=0) or 1
         boost = {}
         for r in diag.recommendations:
             boost[r.fix_class] = max(boost.get(r.fix_class, 0), r.score / top)
-    answers = do_ask(store.index_dir, question, limit, boost)
+    answers = store.read(_loader(), lambda d: do_ask(d, question, limit, boost))
     if as_json:
         out = {"question": question}
         if diag:
@@ -156,8 +155,7 @@ def show(finding_id: str = typer.Argument(..., metavar="ID"), as_json: bool = ty
     from kb.errors import NotFoundError
 
     store = _store()
-    store.sync(_loader())
-    f = kbindex.get(store.index_dir, finding_id)
+    f = store.read(_loader(), lambda d: kbindex.get(d, finding_id))
     if f is None:
         raise NotFoundError(f"no finding with id {finding_id!r} (try `kb ask`)")
     typer.echo(json.dumps(render.finding_json(f), indent=2) if as_json else render.finding_full(f))
@@ -210,8 +208,7 @@ def diagnose(paths: List[Path] = _PATHS, config: Optional[str] = _CONFIG, gpu: O
     _check_engine(engine)
     ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
     store = _store()
-    store.sync(_loader())
-    d = run_diagnose(ev, kbindex.all_records(store.index_dir), th)
+    d = run_diagnose(ev, store.read(_loader(), kbindex.all_records), th)
     typer.echo(json.dumps(d.to_json(), indent=2, default=str) if as_json else report(d))
 
 
@@ -400,9 +397,8 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
                           max_level_time)
     th = load_thresholds(thresholds)
     store = _store()
-    store.sync(_loader())
     target = out or default_out(store.home, url)
-    r = do_doctor(url, opts, kbindex.all_records(store.index_dir), target, api_key=api_key, launch=launch, log=log,
+    r = do_doctor(url, opts, store.read(_loader(), kbindex.all_records), target, api_key=api_key, launch=launch, log=log,
                   config=config, gpu=gpu, thresholds=th, timeouts=Timeouts(connect=connect_timeout, read=min(timeout, 30.0)))
     typer.echo(json.dumps(r.to_json(), indent=2, default=str) if as_json else report(r))
     if r.sweep.error:

@@ -176,17 +176,26 @@ def open_index(index_dir: Path, attempts: int = 5):
             time.sleep(0.1 * (i + 1))
 
 
+class IndexDamaged(IndexError_):
+    """The index opened but failed while being read (Whoosh has no checksums: a damaged
+    segment shows only when a search reaches it)."""
+
+    def __init__(self, index_dir: Path, error: Exception):
+        self.reason = f"the index at {index_dir} is damaged ({type(error).__name__}: {str(error)[:120]})"
+        super().__init__(f"{self.reason}; `kb reindex` rebuilds it from the sources")
+
+
 def _reading(index_dir: Path, fn):
     """fn(searcher), tried again when the index changed under it (a concurrent rebuild
-    removed files it was about to read)."""
+    removed files it was about to read); IndexDamaged when it keeps failing."""
     for i in range(3):
         ix = open_index(index_dir)
         try:
             with ix.searcher() as s:
                 return fn(s)
-        except (OSError, EOFError, ValueError, KeyError) as e:
+        except Exception as e:  # noqa: BLE001 - struct.error, zlib.error, EOFError... from damaged files
             if i == 2:
-                raise IndexError_(f"cannot read the index at {index_dir}: {e} (run `kb reindex`)") from None
+                raise IndexDamaged(index_dir, e) from None
             time.sleep(0.1 * (i + 1))
 
 

@@ -20,12 +20,13 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Callable, Iterable, Iterator, TypeVar
 
 from kb.errors import IndexError_, InputError
 from kb.records import Finding
 
 MANIFEST_VERSION = 1
+T = TypeVar("T")
 Loader = Callable[[Path, str], list[Finding]]
 
 
@@ -125,9 +126,12 @@ def kb_lock(home: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
     waiter gives up with."""
     import fcntl
 
-    home.mkdir(parents=True, exist_ok=True)
     path = home / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise IndexError_(f"cannot write the knowledge base at {home}: {e.strerror or e}") from None
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -139,6 +143,9 @@ def kb_lock(home: Path, timeout: float = LOCK_TIMEOUT) -> Iterator[None]:
                     raise IndexError_(f"{home} is being written by another kb process ({_holder(path)}) "
                                       f"for more than {timeout:g} s; try again later") from None
                 time.sleep(0.05)
+            except OSError as e:  # a file system without locks (some network mounts): go on unlocked
+                _notice(f"cannot lock {path} ({e.strerror or e}); writing without a lock")
+                break
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
@@ -326,6 +333,21 @@ class Store:
                 known[key] = {**entry, "ids": [r.id for r in records]}
         self._save_manifest(manifest)
         return report
+
+    def read(self, load: Loader, fn: Callable[[Path], "T"]) -> "T":
+        """fn(index_dir) after a sync; an index found damaged while being read (a segment
+        the cheap check did not reach) is rebuilt from the sources, announced, and fn
+        tried once more."""
+        from kb.index import IndexDamaged
+
+        self.sync(load)
+        try:
+            return fn(self.index_dir)
+        except IndexDamaged as e:
+            with kb_lock(self.home):
+                _notice(f"{e.reason}; rebuilding it from the sources")
+                self._sync(load, (), force=True)
+            return fn(self.index_dir)
 
     def _check_unique_ids(self, known: dict, pending: list, removed: list[str]) -> None:
         owner: dict[str, str] = {}

@@ -13,7 +13,8 @@ import re
 CONCEPTS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(p, re.I), c)
     for p, c in [
-        (r"\btok(?:en)?s?\s*/\s*s(?:ec)?\b|\btokens? (?:per|a) sec(?:ond)?\b|\btps\b|\bt/s\b|\btput\b|\bthruput\b", "throughput"),
+        (r"\btok(?:en)?s?\s*/\s*s(?:ec)?\b|\btokens? (?:per|a) sec(?:ond)?\b|\btps\b|\bt/s\b|\btput\b|\bthpt\b|"
+         r"\bthr(?:u|ou|ough?t?|oug?h)put\b|\bthoughput\b", "throughput"),
         (r"\bplateau\w*|\bflat\b|\bflatten\w*|stops? scaling|(?:does ?n[o']?t|not|no longer) scal\w*|saturat\w*|\bcapped\b|"
          r"\bceiling\b|\bstall\w*|\bstuck\b|\bknee\b|diminishing", "plateau"),
         (r"\btp\s?\d*\b|tensor[- ]parallel\w*|tp[-_]size", "tensorparallel"),
@@ -24,7 +25,7 @@ CONCEPTS: list[tuple[re.Pattern[str], str]] = [
         (r"\bkv\b|kv[- _]?cache|kv pool|token usage", "kvcache"),
         (r"\bttft\b|time[- ]to[- ]first[- ]token|first token", "ttft"),
         (r"\bitl\b|inter[- ]token|\btpot\b|time per output token|per[- ]token latency", "itl"),
-        (r"concurren\w*|parallel requests|simultaneous requests|\bin[- ]flight\b|\bc\s*=\s*\d+", "concurrency"),
+        (r"\bconcurr?[ae]n\w*|\bconc\b|parallel requests|simultaneous requests|\bin[- ]flight\b|\bc\s*=\s*\d+", "concurrency"),
         (r"single[- ]?(?:stream|user|request)|\bbs\s*=?\s*1\b|batch size (?:of )?1\b|one request at a time|\bc\s*=\s*1\b", "singlestream"),
         (r"cuda[- _]?graphs?|cudagraph\w*", "cudagraph"),
         (r"\boom\b|out of memory|outofmemory", "oom"),
@@ -43,11 +44,31 @@ CONCEPTS: list[tuple[re.Pattern[str], str]] = [
     ]
 ]
 
-_NUMBER_UNIT = re.compile(
-    r"(?P<n>\d[\d,]*(?:\.\d+)?)\s*(?P<u>k\b)?\s*(?P<unit>tok(?:en)?s?\s*/\s*s(?:ec)?|tokens? per second|tps|t/s|"
-    r"concurrency|concurrent|users|streams|reqs?|requests|ms|s\b|gb\b|gib\b|%)?",
+# Shorthand engineers type, and the words the findings use for it. The expansion is
+# appended to the question (the shorthand stays), so both spellings are searched.
+ABBREVIATIONS: dict[str, str] = {
+    "conc": "concurrency", "concurency": "concurrency", "concurent": "concurrent", "concurrancy": "concurrency",
+    "tput": "throughput", "thruput": "throughput", "thpt": "throughput", "throughtput": "throughput",
+    "througput": "throughput", "thoughput": "throughput",
+    "ctx": "context", "attn": "attention", "bw": "bandwidth", "mem": "memory", "perf": "performance",
+    "util": "utilization", "quant": "quantization", "cfg": "config", "conf": "config", "seqs": "sequences",
+    "reqs": "requests", "req": "request", "toks": "tokens", "bs": "batch size", "spec": "speculative",
+    "grpah": "graph", "latncy": "latency", "latecy": "latency",
+}
+_WORD = re.compile(r"[A-Za-z][A-Za-z-]*")
+
+# A quantity: a number standing alone, with its unit if it has one. A number that is
+# part of a name (A100, H200, sm120, TP8, fp8_w8a8, Qwen3-235B, GLM-5, r1, 8x7B,
+# E=8,N=2048) is not one: it is kept, as the identifier it is.
+_QUANTITY = re.compile(
+    r"(?<![\w.\-/=,+])(?P<n>\d[\d,]*(?:\.\d+)?)(?P<u>k)?\s*"
+    r"(?P<unit>tok(?:en)?s?\s*/\s*s(?:ec)?|tokens? per second|tps|t/s|"
+    r"concurr?[ae]n\w*|conc|users?|streams?|reqs?|requests?|seqs?|sequences?|ms|s|gb/s|gib|gb|%)?"
+    r"(?![\w.\-/])",
     re.I,
 )
+# key=value load levels: "c=256", "bs=1", "conc=64"
+_LOAD_LEVEL = re.compile(r"\b(?P<key>c|bs|conc|concurrency|batch[-_ ]?size)\s*=\s*(?P<n>\d+)\b", re.I)
 
 
 def concepts(text: str) -> list[str]:
@@ -60,21 +81,42 @@ def expand(text: str) -> str:
     return f"{text} {' '.join(found)}" if found else text
 
 
+def _meaning(n: float, unit: str, question: str) -> list[str]:
+    if unit.startswith(("tok", "tps", "t/s")) or "per second" in unit:
+        if n < 60 and not re.search(r"concurr?[ae]n|\bconc\b|\bc\s*=", question, re.I):
+            return ["singlestream", "slow", "decode"]
+    elif unit.startswith(("conc", "user", "stream", "req", "seq")):
+        return ["concurrency"] + (["singlestream"] if n <= 1 else [])
+    return []
+
+
 def understand_query(question: str) -> str:
-    """A question rewritten for search: concepts added, bare numbers turned into what
-    they mean ("11 tok/s" alone is a slow stream; "128 concurrency" is load)."""
+    """A question rewritten for search: shorthand spelled out, concepts added, and
+    quantities turned into what they mean ("11 tok/s" alone is a slow stream; "128
+    concurrency" is load). A quantity's number is dropped (it would only match stray
+    figures); numbers inside names (A100, Qwen3-235B, fp8_w8a8) are kept whole."""
     extra: list[str] = []
-    for m in _NUMBER_UNIT.finditer(question):
+
+    def quantity(m: re.Match) -> str:
         unit = (m.group("unit") or "").lower()
+        if not unit:
+            return m.group(0)  # a bare number: kept ("error 3", "rtx pro 6000")
         try:
             n = float(m.group("n").replace(",", "")) * (1000 if m.group("u") else 1)
         except ValueError:
-            continue
-        if unit.startswith(("tok", "tps", "t/s")) or "per second" in unit:
-            if n < 60 and not re.search(r"concurren|\bc\s*=", question, re.I):
-                extra += ["singlestream", "slow", "decode"]
-        elif unit.startswith(("concurren", "user", "stream", "req")):
-            extra += ["concurrency"] + (["singlestream"] if n <= 1 else [])
-    # numbers carry no words of their own: drop them so they cannot match stray figures
-    text = _NUMBER_UNIT.sub(lambda m: f" {m.group('unit') or ''} ", question)
+            return m.group(0)
+        extra.extend(_meaning(n, unit, question))
+        return f" {m.group('unit')} "
+
+    def load_level(m: re.Match) -> str:
+        extra.append("concurrency" if m.group("key").lower().startswith("c") else "batch")
+        if int(m.group("n")) <= 1:
+            extra.append("singlestream")
+        return f" {m.group('key')} "
+
+    text = _QUANTITY.sub(quantity, _LOAD_LEVEL.sub(load_level, question))
+    for w in _WORD.findall(question):
+        full = ABBREVIATIONS.get(w.lower())
+        if full and full not in extra:
+            extra.append(full)
     return " ".join([expand(text)] + extra)

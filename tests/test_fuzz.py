@@ -205,3 +205,15 @@ def test_hf_config_wrong_type_names_field(tmp_path):
     (tmp_path / "config.json").write_text('{"model_type": "llama", "num_hidden_layers": "32"}')
     with pytest.raises(InputError, match=r"config.json: field 'num_hidden_layers': expected a whole number"):
         load_profile(str(tmp_path))
+
+
+def test_log_parsers_keep_a_bounded_number_of_fields():
+    from ingest.serverlog import MAX_EXTRA
+    from ingest.sglang_log import SglangLog
+
+    p = SglangLog("s.log")
+    for i in range(2000):
+        p.feed(2 * i + 1, f"[2025-01-01 00:00:00 TP0] Decode batch, #running-req: 1, field{i}: {i}, token usage: 0.1")
+        p.feed(2 * i + 2, f"max_total_num_tokens=5, key{i}=1, other{i}=2")
+    (t,) = p.results()
+    assert len(t.stats["extra_max"]) <= MAX_EXTRA and len(t.startup) <= 256

@@ -287,3 +287,111 @@ def test_the_api_key_is_not_in_connection_errors(tmp_path):
     proc = kb_cli("probe", f"http://127.0.0.1:{port}", "--api-key", KEY, env={"KB_HOME": str(tmp_path)})
     one_line_error(proc, "connection refused")
     assert KEY not in proc.stderr
+
+
+# ---------------------------------------------------------------- timeouts, for real
+
+
+def test_a_server_that_never_accepts_hits_the_connect_timeout(tmp_path):
+    """A listening socket whose accept queue is full: the kernel drops further SYNs, so a
+    connect hangs as it would to a black-holed host. --connect-timeout ends it."""
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    s.listen(0)
+    port = s.getsockname()[1]
+    fillers = []
+    for _ in range(4):  # fill the accept queue (never accepted)
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(c)
+    try:
+        t = time.perf_counter()
+        proc = kb_cli("probe", f"http://127.0.0.1:{port}", "--connect-timeout", "0.5", "--api-key", KEY,
+                      env={"KB_HOME": str(tmp_path)})
+        elapsed = time.perf_counter() - t
+    finally:
+        for c in fillers:
+            c.close()
+        s.close()
+    one_line_error(proc, "no connection within 0.5 s (connect timeout)")
+    assert KEY not in proc.stderr
+    assert elapsed < 20  # interpreter start-up included; without the timeout this waits ~2 minutes
+
+
+def _stalled(release: threading.Event):
+    """A handler that sends its headers and then nothing until released."""
+
+    def route(h, body):
+        def gen():
+            release.wait(60)
+            yield b"{}"
+        return 200, {"Content-Type": "application/json"}, gen()
+
+    return route
+
+
+def test_a_server_that_never_answers_hits_the_read_timeout(tmp_path):
+    release = threading.Event()
+    try:
+        with Fake({"/v1/models": _stalled(release)}) as srv:
+            t = time.perf_counter()
+            proc = kb_cli("probe", srv.url, "--timeout", "1", env={"KB_HOME": str(tmp_path)})
+            elapsed = time.perf_counter() - t
+    finally:
+        release.set()
+    one_line_error(proc, "no answer within 1 s (read timeout)")
+    assert elapsed < 20
+
+
+def test_a_stream_that_stalls_is_ended_by_the_read_timeout(tmp_path):
+    """kb sweep: the server answers the probe and the calibration, then a streaming request
+    sends one token and stalls. The request fails with a read timeout and the sweep ends
+    with one line; it does not wait for the server."""
+    release = threading.Event()
+    routes = _echoing_sglang()
+
+    def completions(h, body):
+        req = json.loads(body or b"{}")
+        if not req.get("stream"):  # calibration: a normal answer
+            return 200, {"Content-Type": "application/json"}, json.dumps(
+                {"choices": [{"text": " w"}], "usage": {"prompt_tokens": 4, "completion_tokens": 1}}).encode()
+
+        def gen():
+            yield b'data: {"choices": [{"index": 0, "text": " w"}]}\n\n'
+            release.wait(60)
+            yield b"data: [DONE]\n\n"
+        return 200, {"Content-Type": "text/event-stream"}, gen()
+
+    routes["/v1/completions"] = completions
+    try:
+        with Fake(routes) as srv:
+            t = time.perf_counter()
+            proc = kb_cli("sweep", srv.url, "-c", "1", "-n", "1", "--input-len", "4", "--output-len", "8",
+                          "--timeout", "1", "--out", tmp_path / "s.jsonl", env={"KB_HOME": str(tmp_path)})
+            elapsed = time.perf_counter() - t
+    finally:
+        release.set()
+    line = one_line_error(proc, "read timeout")
+    assert "all 1 requests at concurrency 1 failed" in line or "stopped answering" in line, line
+    assert elapsed < 30
+
+
+@pytest.mark.parametrize("location", ["file:///etc/passwd", "https://127.0.0.1:{port}/v1/models",
+                                      "//evil.example/v1/models"])
+def test_redirects_to_another_scheme_or_host_are_refused(location):
+    """Same origin means scheme, host and port: not even https on the same port, nor a
+    scheme-relative URL to another host."""
+    with Fake({}) as srv:
+        port = srv.httpd.server_address[1]
+        srv.routes["/v1/models"] = lambda h, b: (302, {"Location": location.format(port=port)}, b"")
+        c = cl.sync_client(KEY, cl.Timeouts(1, 5))
+        with pytest.raises(ServerError, match="redirects to another host") as e:
+            cl.get(c, cl.base_url(srv.url), "/v1/models")
+        c.close()
+    assert len(srv.requests) == 1 and KEY not in str(e.value)

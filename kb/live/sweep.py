@@ -58,7 +58,8 @@ class SweepOptions:
     input_len: int = 256
     output_len: int = 256
     max_level_time: float = 900.0  # hard cap on one level's wall time
-    metrics_interval: float = 0.25
+    metrics_interval: float = 1.0  # a scrape costs the server: 4 a second slowed a CPU vLLM's decode ~15%
+    first_sample: float = 0.25  # so that a short level still gets one sample
     timeouts: cl.Timeouts = field(default_factory=lambda: cl.Timeouts(connect=5.0, read=60.0))
     seed: int = 0
     progress: bool = False  # a progress line on stderr
@@ -354,8 +355,8 @@ class Progress:
 class Sampler:
     """Scrapes /metrics every `interval` s while a level runs (a separate connection)."""
 
-    def __init__(self, http: httpx.AsyncClient, base: httpx.URL, engine: str, interval: float):
-        self.http, self.base, self.engine, self.interval = http, base, engine, interval
+    def __init__(self, http: httpx.AsyncClient, base: httpx.URL, engine: str, interval: float, first: float = 0.25):
+        self.http, self.base, self.engine, self.interval, self.first = http, base, engine, interval, first
         self.samples: list[dict] = []
         self.errors = 0
         self.names: dict[str, str] = {}
@@ -382,9 +383,10 @@ class Sampler:
 
     async def run(self, t0: float, stop: asyncio.Event) -> None:
         interval = self.interval
+        wait = min(self.first, interval)  # then every `interval`
         while not stop.is_set():
             try:  # wait, then scrape: no sample before the level's requests arrive
-                await asyncio.wait_for(stop.wait(), interval)
+                await asyncio.wait_for(stop.wait(), wait)
                 return
             except asyncio.TimeoutError:
                 pass
@@ -394,6 +396,7 @@ class Sampler:
                 if len(self.samples) >= MAX_SAMPLES_PER_LEVEL:
                     self.samples = self.samples[::2]
                     interval *= 2
+            wait = interval
 
 
 # ------------------------------------------------------------------ the sweep
@@ -425,7 +428,8 @@ async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, 
     url = cl.join(base, "/v1/completions")
     n = opts.requests_for(c)
     engine = probe.engine
-    sampler = Sampler(mhttp, base, engine, opts.metrics_interval) if engine and probe.metrics.get("available") else None
+    sampler = (Sampler(mhttp, base, engine, opts.metrics_interval, opts.first_sample)
+               if engine and probe.metrics.get("available") else None)
     before = await sampler.scrape() if sampler else None
     outcomes: list[Outcome] = []
     issued = 0
