@@ -1,6 +1,10 @@
 """Diagnosis quality: does `kb diagnose` rank the fix that actually worked?
 
-    python benchmarks/diagnose_quality.py [--scenarios DIR] [--json]
+    python benchmarks/diagnose_quality.py [--set DIR] [--json]
+
+--set (alias --scenarios) picks the scenario directory; the default is
+tests/data/diagnosis/ (the set the rules were improved on). The held-out set is
+tests/data/diagnosis_heldout/ (same layout, collected later, never tuned on).
 
 Every directory under tests/data/diagnosis/ is one public case (an issue thread,
 a pull request or a write-up) where people posted their evidence and a fix was
@@ -181,10 +185,12 @@ def table(rows: list[list[str]], head: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--scenarios", type=Path, default=SCENARIOS)
+    ap.add_argument("--set", "--scenarios", dest="scenarios", type=Path, default=SCENARIOS,
+                    help="scenario directory (default: tests/data/diagnosis; held-out: tests/data/diagnosis_heldout)")
     ap.add_argument("--json", action="store_true", help="print the results as JSON instead of tables")
     args = ap.parse_args(argv)
 
+    args.scenarios = args.scenarios.resolve()
     scenarios = load_scenarios(args.scenarios)
     with tempfile.TemporaryDirectory(prefix="kb-dq-") as tmp:
         findings = findings_in_temp_home(Path(tmp) / "kbhome")
