@@ -103,7 +103,7 @@ def parse_launch_command(text: str, where: Where | None = None) -> LaunchCommand
     text = re.sub(r"\\\s*$", "", _CONTINUATION.sub(" ", text))  # a capture may end mid-continuation
     found = find_entry(text)
     if not found:
-        return None
+        return _docker_launch(text, where)
     start, word, m, engine = found
     env_text = text[start:word]
     tail = _cut_shell_tail(text[m.end(): m.end() + MAX_COMMAND_CHARS])
@@ -126,6 +126,70 @@ def parse_launch_command(text: str, where: Where | None = None) -> LaunchCommand
     cmd = LaunchCommand(engine=engine, entry=entry, model=model, args=args, norm_args=norm,
                         positional=positional, env=env, raw=raw[:MAX_COMMAND_CHARS], source=where)
     # beyond credential-named flags and variables: tokens by their shape, passwords in URLs
+    return LaunchCommand.model_validate(redact_data(cmd.model_dump()))
+
+
+_DOCKER_RUN = re.compile(r"(?<![\w.-])(?:docker|podman)\s+run\b")
+_DOCKER_HINT = re.compile(r"(?<![\w.-])(?:docker|podman)\s+run\b|vllm-openai")
+_VLLM_IMAGE = re.compile(r"(?:^|/)vllm-openai(?:[:@]|$)")
+_PY_WORD = re.compile(r"(?:^|/)python[\d.]*$")
+_MODULES = ("sglang.launch_server", "sglang_router.launch_server", "vllm.entrypoints.openai.api_server",
+            "vllm.entrypoints.api_server")
+
+
+def _docker_launch(text: str, where: Where | None) -> LaunchCommand | None:
+    """`docker run [options] IMAGE [args]` where the container runs the server: the vLLM
+    OpenAI image (`vllm/vllm-openai`, whose entrypoint is the vLLM server: the words
+    after the image are its arguments, model positional or `--model`), or any image with
+    `--entrypoint python3` and `-m sglang.launch_server ...` after it."""
+    from kb.launchcmd import docker_entrypoint, docker_image_at
+
+    m = _DOCKER_RUN.search(text)
+    if not m:
+        return None
+    lead = text[max(0, m.start() - 200):m.start()]
+    if lead.rstrip().rsplit("\n", 1)[-1].lstrip().startswith("#"):
+        return None  # commented out
+    env_m = _ENV_PREFIX.search(text, max(0, m.start() - 4096), m.start())
+    start = env_m.start() if env_m else m.start()
+    raw = (text[start:m.start()] + _cut_shell_tail(text[m.start(): m.start() + MAX_COMMAND_CHARS])).strip()
+    words = _split(raw[m.start() - start:])
+    at = docker_image_at(words)
+    if at is None:
+        return None
+    image, rest = words[at], words[at + 1:]
+    entrypoint = docker_entrypoint(words, at)
+    if entrypoint and _PY_WORD.search(entrypoint) and len(rest) >= 2 and rest[0] == "-m" and rest[1] in _MODULES:
+        entry, engine, tokens = rest[1], "vllm" if rest[1].startswith("vllm") else "sglang", rest[2:]
+    elif not entrypoint and _VLLM_IMAGE.search(image.split("@")[0].rsplit(":", 1)[0] + ":"):
+        entry, engine, tokens = "vllm serve", "vllm", list(rest)
+        if tokens[:2] == ["vllm", "serve"]:
+            tokens = tokens[2:]
+    else:
+        return None
+    env = {}
+    for tok in _split(text[start:m.start()]):
+        key, _, value = tok.partition("=")
+        env[key] = redact(key, value)
+    secret_env = [k for k, v in env.items() if v == "<redacted>"]
+    for i, w in enumerate(words[2:at], 2):  # -e KEY=VALUE inside the container: redact, do not re-export
+        pair = words[i + 1] if w in ("-e", "--env") and i + 1 < at else w.split("=", 1)[1] if w.startswith("--env=") else ""
+        key, eq, value = pair.partition("=")
+        if eq and redact(key, value) == "<redacted>":
+            secret_env.append(key)
+    positional: list[str] = []
+    if entry == "vllm serve" and tokens and not _is_flag(tokens[0]):
+        positional.append(tokens.pop(0))
+    args = _flags(tokens, positional)
+    raw = _scrub(raw, [k for k, v in args.items() if v == "<redacted>"], [])
+    for k in secret_env:  # the value up to a quote or space: a quoted `"KEY=value"` keeps its quotes
+        raw = re.sub(rf"(\b{re.escape(k)}=)[^\s\"']+", r"\1<redacted>", raw)
+    norm = {norm_flag(k): v for k, v in args.items()}
+    model = norm.get("model-path") or norm.get("model")
+    if not isinstance(model, str):
+        model = positional[0] if entry == "vllm serve" and positional else None
+    cmd = LaunchCommand(engine=engine, entry=entry, model=model, args=args, norm_args=norm, positional=positional,
+                        env=env, raw=raw[:MAX_COMMAND_CHARS], source=where)
     return LaunchCommand.model_validate(redact_data(cmd.model_dump()))
 
 
@@ -211,7 +275,8 @@ class LaunchCommandLines:
                 return
             self._finish()
             return
-        if ("launch_server" in line or " serve" in line or "api_server" in line) and find_entry(line):
+        if ((("launch_server" in line or " serve" in line or "api_server" in line) and find_entry(line))
+                or ("run" in line or "vllm-openai" in line) and _DOCKER_HINT.search(line)):
             self.pending, self.pending_line = self.before + [line], lineno - len(self.before)
             self.before = []
             if not _continues(line):

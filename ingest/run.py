@@ -27,11 +27,12 @@ MAX_RECORDS = 5_000  # runs from one JSON-lines file (a sweep has dozens; each h
 
 
 def _line_parsers(path: str) -> list:
-    from ingest import genai_perf, nvidia_smi, sglang_bench, sglang_log, vllm_bench, vllm_log
+    from ingest import genai_perf, nvidia_smi, offline_bench, sglang_bench, sglang_log, vllm_bench, vllm_log
     from ingest.launch_command import FlagListLines, LaunchCommandLines
 
     classes = [sglang_bench.SglangBenchText, vllm_bench.VllmBenchText, genai_perf.GenAiPerfCsv,
-               sglang_log.SglangLog, vllm_log.VllmLog, LaunchCommandLines, FlagListLines, *nvidia_smi.PARSERS]
+               sglang_log.SglangLog, vllm_log.VllmLog, LaunchCommandLines, FlagListLines, *offline_bench.PARSERS,
+               *nvidia_smi.PARSERS]
     return [cls(path) for cls in classes]
 
 
@@ -101,7 +102,9 @@ def _describe(records: list) -> str:
         parts.append(f"GPU facts: {h.count}x {h.gpu}" + (f", {h.interconnect}" if h.interconnect else ""))
     launches = [r for r in records if type(r).__name__ == "LaunchCommand"]
     if launches:
-        parts.append(f"launch command ({launches[0].engine})")
+        bench_cmd = next((c for c in launches if c.entry.startswith("bench:")), None)
+        parts.append(f"benchmark command ({bench_cmd.entry[6:]}): {bench_cmd.engine} server arguments" if bench_cmd
+                     else f"launch command ({launches[0].engine})")
     return "; ".join(parts)
 
 
@@ -281,7 +284,9 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
     then what the server and benchmark reported."""
     from ingest.nvidia_smi import merge_hardware
 
-    full = [c for c in launches if c.entry != "flags"]
+    # a server launch beats a flag list or a benchmark command (`bench:...`: an offline
+    # benchmark that takes the server's arguments, never a command to relaunch)
+    full = [c for c in launches if c.entry != "flags" and not c.entry.startswith("bench:")]
     cmd = (full or launches or [None])[-1]
     ev.engine = engine or (cmd.engine if cmd else None) or next((t.engine for t in ev.traces), None) \
         or _engine_from_bench(ev.bench)
@@ -298,7 +303,7 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
     if cmd:
         args.update({_norm(k): v for k, v in cmd.norm_args.items()})
         ev.server_args_source = str(cmd.source) if cmd.source else "launch command"
-        ev.launch_argv = _argv(cmd) if cmd.entry != "flags" else []
+        ev.launch_argv = _argv(cmd) if any(cmd is c for c in full) else []
         ev.launch_env = dict(cmd.env)
     ev.server_args = args
     ev.model_path = (cmd.model if cmd else None) or args.get("model_path") or args.get("model") \

@@ -153,15 +153,22 @@ def memory(m: ModelProfile, hw: Hardware, engine: str, lay: Layout, context: int
                   full_context_requests=fit_full, max_running=running)
 
 
-def choose_layout(m: ModelProfile, hw: Hardware, engine: str, context: int, goal: str, fraction: float,
-                  kv_dtype: str) -> Layout:
-    """The smallest model-parallel group that holds the weights and room for a useful
-    batch, with replicas (DP) over the remaining GPUs; else the largest group that fits.
-    PCIe boxes of 8 split TP4 × PP2 across NUMA halves; MLA MoE models on 4+ NVLink
-    GPUs use DP attention for throughput."""
-    n = hw.count
+def default_fraction(engine: str, hw: Hardware) -> float:
+    """The share of GPU memory kb gives the engine (weights + KV) when none is set."""
+    return 0.88 if engine == "sglang" and (hw.memory_gb or 0) >= 80 else 0.85 if engine == "sglang" else 0.90
+
+
+def roomy(mem: Memory, context: int, goal: str, size: int) -> bool:
+    """Room for a useful batch: min(64, goal's cap, 8 per GPU of the group) requests at half the context."""
     want = min(GOAL_RUNNING[goal], 64)
-    sizes = [s for s in (1, 2, 4, 8, 16) if s <= n and n % s == 0]
+    return mem.kv_tokens >= context and mem.kv_tokens // max(1, context // 2) >= min(want, 8 * size)
+
+
+def fitting_group(m: ModelProfile, hw: Hardware, engine: str, context: int, goal: str, fraction: float,
+                  kv_dtype: str, sizes: list[int]) -> tuple[Layout | None, bool]:
+    """(layout, roomy) over the group sizes given (ascending): the smallest group whose KV
+    holds a useful batch (roomy=True); else the largest that holds one request of the
+    context (roomy=False); else (None, False)."""
     fits = None
     for size in sizes:
         lay = _layout_for(m, hw, size, engine)
@@ -171,8 +178,20 @@ def choose_layout(m: ModelProfile, hw: Hardware, engine: str, context: int, goal
         if mem.kv_tokens < context:
             continue
         fits = lay
-        if mem.kv_tokens // max(1, context // 2) >= min(want, 8 * size):
-            break
+        if roomy(mem, context, goal, size):
+            return lay, True
+    return fits, False
+
+
+def choose_layout(m: ModelProfile, hw: Hardware, engine: str, context: int, goal: str, fraction: float,
+                  kv_dtype: str) -> Layout:
+    """The smallest model-parallel group that holds the weights and room for a useful
+    batch, with replicas (DP) over the remaining GPUs; else the largest group that fits.
+    PCIe boxes of 8 split TP4 × PP2 across NUMA halves; MLA MoE models on 4+ NVLink
+    GPUs use DP attention for throughput."""
+    n = hw.count
+    sizes = [s for s in (1, 2, 4, 8, 16) if s <= n and n % s == 0]
+    fits, _ = fitting_group(m, hw, engine, context, goal, fraction, kv_dtype, sizes)
     if fits is None:  # nothing fits: the largest layout, for the refusal message
         return _layout_for(m, hw, sizes[-1], engine) or Layout(tp=sizes[-1])
     size = fits.tp * fits.pp
@@ -218,7 +237,7 @@ def plan(m: ModelProfile, hw: Hardware, engine: str, catalog: Catalog, model_pat
     ctx = context or min(m.context_len or 32768, 32768)
     if m.context_len and ctx > m.context_len:
         raise KbError(f"--context {ctx} is longer than the model's {m.context_len:,} tokens")
-    fraction = 0.88 if engine == "sglang" and hw.memory_gb >= 80 else 0.85 if engine == "sglang" else 0.90
+    fraction = default_fraction(engine, hw)
     kv_dtype = "auto"
     lay = choose_layout(m, hw, engine, ctx, goal, fraction, kv_dtype)
     mem = memory(m, hw, engine, lay, ctx, kv_dtype, fraction, goal)

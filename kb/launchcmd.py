@@ -18,13 +18,62 @@ def value_str(v) -> str:
     return str(v)
 
 
-def split_args(argv: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+# `docker run` / `podman run` options that take a value (docker CLI reference); any other
+# option is a switch (-d, -it, --rm, --privileged, --init, ...). `--opt=value` holds its own.
+DOCKER_VALUE_OPTS = frozenset((
+    "-a", "--attach", "--add-host", "--annotation", "--blkio-weight", "-c", "--cpu-shares", "--cap-add", "--cap-drop",
+    "--cgroup-parent", "--cgroupns", "--cidfile", "--cpus", "--cpuset-cpus", "--cpuset-mems", "--device",
+    "--device-cgroup-rule", "--dns", "--dns-option", "--dns-search", "--domainname", "-e", "--env", "--env-file",
+    "--entrypoint", "--expose", "--gpus", "--group-add", "-h", "--hostname", "--health-cmd", "--health-interval",
+    "--health-retries", "--health-start-period", "--health-timeout", "--ip", "--ip6", "--ipc", "--isolation",
+    "-l", "--label", "--label-file", "--link", "--log-driver", "--log-opt", "--mac-address", "-m", "--memory",
+    "--memory-reservation", "--memory-swap", "--memory-swappiness", "--mount", "--name", "--net", "--network",
+    "--network-alias", "--oom-score-adj", "-p", "--publish", "--pid", "--pids-limit", "--platform", "--pull",
+    "--restart", "--runtime", "--security-opt", "--shm-size", "--stop-signal", "--stop-timeout", "--storage-opt",
+    "--sysctl", "--tmpfs", "--ulimit", "-u", "--user", "--userns", "--uts", "-v", "--volume", "--volume-driver",
+    "--volumes-from", "-w", "--workdir",
+))
+
+
+def docker_image_at(argv: list[str]) -> int | None:
+    """Index of the image in a `docker run ...` / `podman run ...` argv (the words after
+    it are the container's command or, with no command, the image entrypoint's arguments)."""
+    if len(argv) < 3 or argv[0].rsplit("/", 1)[-1] not in ("docker", "podman") or argv[1] != "run":
+        return None
+    i = 2
+    while i < len(argv):
+        w = argv[i]
+        if w == "--":
+            return i + 1 if i + 1 < len(argv) else None
+        if not w.startswith("-") or w == "-":
+            return i
+        i += 2 if w in DOCKER_VALUE_OPTS else 1
+    return None
+
+
+def docker_entrypoint(argv: list[str], image_at: int) -> str | None:
+    """The `--entrypoint` a docker argv sets before its image, if any."""
+    for i, w in enumerate(argv[2:image_at], 2):
+        if w == "--entrypoint" and i + 1 < image_at:
+            return argv[i + 1]
+        if w.startswith("--entrypoint="):
+            return w.split("=", 1)[1]
+    return None
+
+
+def split_args(argv: list[str], short: frozenset[str] | set[str] = frozenset()
+               ) -> tuple[list[str], list[tuple[str, list[str]]]]:
     """A launch argv → (launcher words, [(flag, values)]) keeping order; a bare word
-    after `vllm serve` is the positional model."""
+    after `vllm serve` is the positional model. A `docker run ... IMAGE` prefix is kept
+    whole among the launcher words (its options are docker's, not the server's).
+    `short` names single-dash spellings that are flags here (vLLM's `-tp`), not values."""
     head: list[str] = []
     pairs: list[tuple[str, list[str]]] = []
     i = 0
-    while i < len(argv) and not argv[i].startswith("--"):
+    image = docker_image_at(argv)
+    if image is not None:
+        head, i = list(argv[:image + 1]), image + 1
+    while i < len(argv) and not (argv[i].startswith("--") or argv[i] in short):
         head.append(argv[i])
         i += 1
     while i < len(argv):
@@ -36,7 +85,8 @@ def split_args(argv: list[str]) -> tuple[list[str], list[tuple[str, list[str]]]]
             continue
         vals = []
         i += 1
-        while i < len(argv) and not (argv[i].startswith("--") or (argv[i].startswith("-") and len(argv[i]) == 2)):
+        while i < len(argv) and not (argv[i].startswith("--") or (argv[i].startswith("-") and len(argv[i]) == 2)
+                                     or argv[i] in short):
             vals.append(argv[i])
             i += 1
         pairs.append((tok, vals))
@@ -76,7 +126,8 @@ def base_argv(engine: str, catalog: Catalog, server_args: dict, model: str | Non
 def apply(argv: list[str], changes: list[tuple[str, object, list[str]]]) -> list[str]:
     """Set (flag, value) in argv, replacing any alias of it; value None removes it,
     True makes it a switch."""
-    head, pairs = split_args(argv)
+    short = {a for _, _, names in changes for a in names if a.startswith("-") and not a.startswith("--")}
+    head, pairs = split_args(argv, short)
     for flag, value, aliases in changes:
         names = {flag, *aliases}
         pos = next((i for i, (f, _) in enumerate(pairs) if f in names), None)

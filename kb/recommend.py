@@ -66,6 +66,8 @@ def cite(ev: RunEvidence, fix_class: str, findings: list[Finding], engine: str) 
 
 
 def _confidence(p: Proposal, signals: dict[str, Signal], covered: bool) -> float:
+    if p.reminder:
+        return 0.2  # no symptom and nothing measured in this run: a check, not a diagnosis
     real = [s for s in p.supporting if s in signals]
     conf = 0.3 + 0.2 * min(len(real), 3) + (0.1 if covered else 0.0)
     if not real:
@@ -105,8 +107,10 @@ def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], ba
 
 def _aliases(catalog: Catalog, flag: str) -> list[str]:
     """Other spellings of the same setting (e.g. --tp and --tensor-parallel-size)."""
-    dest = (catalog.flags.get(flag) or {}).get("dest")
-    return [f for f, info in catalog.flags.items() if dest and info.get("dest") == dest and f != flag]
+    info = catalog.flags.get(flag) or {}
+    dest = info.get("dest")
+    same = [f for f, i in catalog.flags.items() if dest and i.get("dest") == dest and f != flag]
+    return same + [a for a in info.get("aliases") or [] if a != flag and a not in same]
 
 
 # What a rule may raise on a server argument of an unexpected shape (a list where one
@@ -120,16 +124,21 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str, catalog: Cata
     model_path = ev.model_path or (ev.model.name if ev.model else None)
     base = ev.launch_argv or launchcmd.base_argv(engine, catalog, ev.server_args, model_path)
     recs = []
+    reminders: set[int] = set()
     for rule in RULES:
         try:
             p = rule.check(ctx)
             if p:
                 recs.append(build(rule, p, ctx, findings, base))
+                if p.reminder and not any(s in ctx.signals for s in p.supporting):
+                    reminders.add(id(recs[-1]))
         except ODD_VALUE as e:
             if warnings is not None:
                 warnings.append(f"rule {rule.id} {rule.name} skipped: a server argument has an unexpected value "
                                 f"({type(e).__name__}: {str(e)[:120]})")
-    recs.sort(key=lambda r: -r.score)
+    # a reminder (a check with no symptom behind it) ranks after every proposal this run's
+    # symptoms or its own facts support, whatever gain its class's findings measured elsewhere
+    recs.sort(key=lambda r: (id(r) in reminders, -r.score))
     for i, r in enumerate(recs, 1):
         r.rank = i
     return recs

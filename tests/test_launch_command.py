@@ -193,3 +193,48 @@ def test_nothing_is_executed(monkeypatch):
     monkeypatch.setattr(subprocess, "Popen", boom)
     monkeypatch.setattr(os, "system", boom)
     assert parse_launch_command("vllm serve m --tp $(rm -rf /tmp/x) `whoami`").model == "m"
+
+
+# ---------------------------------------------------------------- docker run
+
+
+def test_vllm_openai_image_args_are_the_server_args():
+    text = ("docker run -it --rm --gpus all -v /:/host -p 8802:8802 --ipc=host --env \"VLLM_ATTENTION_BACKEND=X\" "
+            "vllm/vllm-openai:gptoss --served-model-name g --tensor-parallel-size=2 --model openai/gpt-oss-120b --port 8802")
+    c = parse_launch_command(text)
+    assert (c.engine, c.entry, c.model) == ("vllm", "vllm serve", "openai/gpt-oss-120b")
+    assert c.get("tensor-parallel-size") == "2" and c.get("port") == "8802" and c.get("gpus") is None
+
+
+def test_vllm_openai_image_positional_model_and_secret_env():
+    c = parse_launch_command("docker run --runtime nvidia --gpus all --env \"HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123\" "
+                             "-p 8000:8000 --ipc=host vllm/vllm-openai:v0.10.1 Qwen/Qwen3-8B --tensor-parallel-size 2")
+    assert c.model == "Qwen/Qwen3-8B" and c.get("tensor-parallel-size") == "2"
+    assert "hf_abc" not in c.raw and '"HF_TOKEN=<redacted>"' in c.raw
+
+
+def test_docker_entrypoint_python_then_module_after_the_image():
+    c = parse_launch_command("docker run -d --gpus all --ipc=host --net=host -v /models:/models --name t "
+                             "--entrypoint /usr/bin/python3 -e CUDA_VISIBLE_DEVICES=0,1 lmsysorg/sglang:v0.4.1 "
+                             "-m sglang.launch_server --model-path /models/DeepSeek-V3 --tp 8 --enable-dp-attention")
+    assert (c.engine, c.entry, c.model) == ("sglang", "sglang.launch_server", "/models/DeepSeek-V3")
+    assert c.get("tp") == "8" and c.get("enable-dp-attention") is True
+
+
+def test_other_images_and_multiline_docker(tmp_path):
+    assert parse_launch_command("docker run --gpus all ubuntu:22.04 nvidia-smi") is None
+    f = tmp_path / "run.sh"
+    f.write_text("docker run --gpus all \\\n  -p 8000:8000 \\\n  vllm/vllm-openai:latest \\\n  --model m/x \\\n"
+                 "  --max-num-seqs 64\necho done\n")
+    (c,) = scan(f)
+    assert c.model == "m/x" and c.get("max-num-seqs") == "64" and c.source.line == 1
+
+
+def test_docker_command_is_relaunched_with_its_prefix():
+    from kb import launchcmd
+    from ingest.run import _argv
+
+    c = parse_launch_command("docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest m/x -tp 8 --port 8000")
+    argv = launchcmd.apply(_argv(c), [("--tensor-parallel-size", 4, ["-tp"])])
+    assert argv[:6] == ["docker", "run", "--gpus", "all", "-p", "8000:8000"]
+    assert "-tp" not in argv and argv[argv.index("--tensor-parallel-size") + 1] == "4"

@@ -182,6 +182,26 @@ def test_moe_tuning_passes_ep_size():
     assert "--ep-size 8" in " ".join(p.commands)
 
 
+def test_moe_reminder_ranks_below_a_symptom_backed_recommendation():
+    from kb.recommend import recommend
+
+    # a MoE model, no server log (KB105 can only remind), and a queue at a cap (KB101)
+    run = BenchRun(tool="vllm-bench", concurrency=512, total_throughput=9959.18,
+                   ttft_ms={"median": 419854.01}, tpot_ms={"median": 451.88}, e2e_ms={"median": 462730.0})
+    ev = RunEvidence(engine="sglang", engine_version="0.5.8", bench=[run], model=ModelProfile(**GLM5),
+                     hardware=Hardware(**H100), server_args={"tp_size": 8, "max_running_requests": 64},
+                     model_path="org/model")
+    recs = recommend(ev, detect(ev), "sglang", catalog("sglang", "0.5.8"), findings=[])
+    classes = [r.fix_class for r in recs]
+    assert classes.index("moe-kernel-config") > classes.index("max-running-requests")
+    assert recs[-1].fix_class == "moe-kernel-config" and recs[-1].confidence == 0.2
+
+
+def test_moe_reminder_is_not_raised_by_an_unrelated_symptom():
+    p = run_rule("moe-kernel-config", model=GLM5, hw=H100, args={"tp_size": 8}, runs=bench(single=11))
+    assert p.reminder and p.supporting == []
+
+
 def test_moe_tuning_quiet_for_dense_model():
     assert run_rule("moe-kernel-config", model=LLAMA, hw=H100, runs=bench((128, 806, 2000), (256, 880, 9000))) is None
 
@@ -225,6 +245,35 @@ def test_pcie_rule_quiet_on_nvlink():
     assert run_rule("pcie-topology", model=GLM5, hw=H100, args={"tp_size": 8}) is None
 
 
+def test_pcie_rule_reports_under_pcie_topology_so_pcie_findings_are_cited():
+    (rule,) = [r for r in RULES if r.name == "pcie-topology"]
+    assert rule.fix_class == "pcie-topology"
+
+
+def test_pcie_tp4_becomes_tp2_pp2():
+    l40s = dict(gpu="L40S", arch="SM89", count=4, interconnect="PCIe")
+    p = run_rule("pcie-topology", engine="vllm", version="0.11.0", model=LLAMA, hw=l40s, args={"tensor_parallel_size": 4})
+    assert flag(p, "--tensor-parallel-size").new == 2 and flag(p, "--pipeline-parallel-size").new == 2
+    assert any("custom all-reduce" in n for n in p.notes)
+
+
+def test_pcie_tp2_pair_through_the_cpu_moves_to_a_shared_switch():
+    hw = dict(gpu="A100 PCIe", arch="SM80", count=4, interconnect="PCIe",
+              links={"GPU0-GPU1": "SYS", "GPU0-GPU2": "SYS", "GPU0-GPU3": "SYS", "GPU1-GPU2": "SYS",
+                     "GPU1-GPU3": "SYS", "GPU2-GPU3": "PIX"})
+    p = run_rule("pcie-topology", engine="vllm", version="0.11.0", model=LLAMA, hw=hw, args={"tensor_parallel_size": 2})
+    assert p.severity == "moderate" and not p.changes
+    assert "nvidia-smi topo -m" in p.commands and any(c.startswith("CUDA_VISIBLE_DEVICES=2,3 ") for c in p.commands)
+
+
+def test_pcie_tp2_unknown_link_is_a_low_check_and_same_switch_is_quiet():
+    hw = dict(gpu="A100 PCIe", arch="SM80", count=2, interconnect="PCIe")
+    p = run_rule("pcie-topology", engine="vllm", version="0.11.0", hw=hw, args={"tensor_parallel_size": 2})
+    assert p.severity == "low" and p.commands[:2] == ["nvidia-smi topo -m", "nvidia-smi topo -p2p r"]
+    hw["links"] = {"GPU0-GPU1": "PIX"}
+    assert run_rule("pcie-topology", engine="vllm", version="0.11.0", hw=hw, args={"tensor_parallel_size": 2}) is None
+
+
 # ---------------------------------------------------------------- KB109
 
 
@@ -253,6 +302,80 @@ def test_async_scheduling_only_where_the_version_defaults_it_off():
     assert run_rule("async-scheduling", engine="vllm", version="0.11.0").changes[0].flag == "--async-scheduling"
     assert run_rule("async-scheduling", engine="vllm", version="0.32.0") is None
     assert run_rule("async-scheduling", engine="vllm", version="0.11.0", args={"async_scheduling": True}) is None
+
+
+# ---------------------------------------------------------------- KB112
+
+LLAMA70 = dict(name="Llama-3.1-70B", family="llama", is_moe=False, attention="GQA", heads=64, kv_heads=8, head_dim=128,
+               layers=80, hidden_size=8192, vocab_size=128256, params_b=70.6, context_len=131072, quantization="fp8")
+LLAMA405 = dict(LLAMA70, name="Llama-3.1-405B", layers=126, heads=128, hidden_size=16384, params_b=405.9,
+                quantization="bf16")
+QWEN235 = dict(name="Qwen3-235B-A22B", family="qwen3-moe", is_moe=True, experts=128, experts_per_token=8,
+               expert_intermediate_size=1536, attention="GQA", heads=64, kv_heads=4, head_dim=128, layers=94,
+               hidden_size=4096, vocab_size=151936, params_b=235.1, context_len=40960, quantization="fp8")
+H100_80 = dict(gpu="H100", arch="SM90", count=8, interconnect="NVLink", memory_gb=80)
+
+
+def check_flags(p, engine, version):
+    cat = catalog(engine, version)
+    for c in p.changes:
+        assert cat.check(c.flag) is None, c.flag
+    for cmd in p.commands:
+        for word in shlex.split(cmd):
+            if word.startswith("--"):
+                assert cat.check(word.split("=")[0]) is None, (word, cmd)
+
+
+def test_replicas_for_70b_fp8_at_tp8_under_high_load_vllm():
+    run = BenchRun(tool="vllm-bench", concurrency=256, total_throughput=9000, input_len=1000, output_len=500)
+    p = run_rule("data-parallel-replicas", engine="vllm", version="0.11.0", model=LLAMA70, hw=H100_80, runs=[run],
+                 args={"tensor_parallel_size": 8})
+    # 70.6B FP8 ≈ 68 GiB: TP2 leaves ~35 GiB KV per GPU = 230k tokens per replica, room for its 64 of 256 requests
+    assert flag(p, "--tensor-parallel-size").new == 2 and flag(p, "--tensor-parallel-size").current == 8
+    assert flag(p, "--data-parallel-size").new == 4 and p.severity == "moderate"
+    check_flags(p, "vllm", "0.11.0")
+
+
+def test_replicas_sglang_uses_dp_size_and_keeps_ep_inside_the_group():
+    p = run_rule("data-parallel-replicas", version="0.5.23", model=LLAMA70, hw=H100_80,
+                 args={"tp_size": 8, "ep_size": 8})
+    assert flag(p, "--tp-size").new == 4 and flag(p, "--dp-size").new == 2 and flag(p, "--ep-size").new == 4
+    assert p.severity == "low"  # no benchmark: context only
+    check_flags(p, "sglang", "0.5.23")
+
+
+def test_replicas_moe_on_vllm_are_separate_servers():
+    run = BenchRun(tool="vllm-bench", peak_concurrency=1000, total_throughput=3740, input_len=217, output_len=197)
+    hw = dict(gpu="A100", arch="SM80", count=8, interconnect="NVLink", memory_gb=80)
+    p = run_rule("data-parallel-replicas", engine="vllm", version="0.11.0", model=QWEN235, hw=hw, runs=[run],
+                 args={"tensor_parallel_size": 8, "enable_expert_parallel": True})
+    assert not p.changes  # not one command: N servers, so nothing goes into the combined command
+    servers = [c for c in p.commands if c.startswith("CUDA_VISIBLE_DEVICES=")]
+    assert [s.split()[0] for s in servers] == ["CUDA_VISIBLE_DEVICES=0,1,2,3", "CUDA_VISIBLE_DEVICES=4,5,6,7"]
+    assert all("--tensor-parallel-size 4" in s for s in servers) and "--port 8001" in servers[1]
+    check_flags(p, "vllm", "0.11.0")
+
+
+def test_replicas_quiet_when_the_model_needs_every_gpu():
+    run = BenchRun(tool="vllm-bench", concurrency=256, total_throughput=2000, input_len=1000, output_len=500)
+    assert run_rule("data-parallel-replicas", engine="vllm", version="0.11.0", model=LLAMA405, hw=H100_80, runs=[run],
+                    args={"tensor_parallel_size": 8}) is None
+
+
+def test_replicas_quiet_for_a_latency_benchmark_or_unknown_tp():
+    single = BenchRun(tool="vllm-bench", concurrency=1, output_throughput=60, tpot_ms={"median": 16.0},
+                      input_len=1000, output_len=500)
+    assert run_rule("data-parallel-replicas", engine="vllm", version="0.11.0", model=LLAMA70, hw=H100_80,
+                    runs=[single], args={"tensor_parallel_size": 8}) is None
+    assert run_rule("data-parallel-replicas", engine="vllm", version="0.11.0", model=LLAMA70, hw=H100_80) is None
+    assert run_rule("data-parallel-replicas", engine="vllm", version="0.11.0", model=LLAMA70, hw=H100_80,
+                    args={"tensor_parallel_size": "${ENGINE_TP:?}"}) is None
+
+
+def test_replicas_quiet_when_already_data_parallel_or_without_gpu_memory():
+    assert run_rule("data-parallel-replicas", model=LLAMA70, hw=H100_80, args={"tp_size": 4, "dp_size": 2}) is None
+    assert run_rule("data-parallel-replicas", model=LLAMA70, hw=dict(gpu="Mystery GPU", count=8, known=False),
+                    args={"tp_size": 8}) is None
 
 
 def test_every_rule_has_documented_headings_and_unique_id():

@@ -3,6 +3,7 @@
 from kb.rules import (
     async_scheduling,
     cuda_graph_ceiling,
+    data_parallel_replicas,
     dp_attention,
     eager_mode,
     kv_cache_capacity,
@@ -26,4 +27,5 @@ RULES = [
     speculative_decoding.RULE,
     eager_mode.RULE,
     async_scheduling.RULE,
+    data_parallel_replicas.RULE,
 ]

@@ -77,6 +77,9 @@ class Proposal:
     evidence: list[Evidence] = field(default_factory=list)
     supporting: list[str] = field(default_factory=list)  # signal ids behind it
     notes: list[str] = field(default_factory=list)
+    # a check to make, proposed from context alone with no symptom behind it (KB105 without
+    # a log): ranked after every recommendation a detected symptom supports
+    reminder: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ What it flags: the fused-MoE Triton kernel runs with its default tile config
 (`Using default MoE kernel config ... Config file not found at .../E=..,N=..,
 device_name=..`), so no tuned config exists for this expert count, shard size and
 GPU. Without a server log, a MoE model on the Triton runner gets a low-severity
-reminder to check for the warning.
+reminder to check for the warning; a reminder has no symptom behind it, so it ranks
+after every recommendation this run's evidence supports.
 
 Why it matters: MoE layers dominate decode time in large MoE models; untuned
 tiles can leave much of the GPU idle. When another MoE runner backend is in use
@@ -120,7 +121,11 @@ def check(ctx: RuleContext) -> Proposal | None:
                    if not red_herring else "the warning concerns a kernel this server does not use"),
         commands=[] if red_herring else tuning_commands(ctx, shape),
         evidence=(sig.evidence if sig else []) + (plateau.evidence[-2:] if plateau else []),
-        supporting=[s for s in ("moe-default-config", "throughput-plateau", "low-single-stream-decode") if s in ctx.signals],
+        # a reminder (no warning, no plateau) is supported by nothing this run showed: an
+        # unrelated symptom (slow single-stream decode) must not raise its confidence
+        supporting=[s for s in ("moe-default-config", "throughput-plateau", "low-single-stream-decode")
+                    if s in ctx.signals] if sig or plateau else [],
+        reminder=not sig and not plateau,
         notes=notes)
 
 

@@ -1,0 +1,218 @@
+"""KB112 data-parallel-replicas
+
+What it flags: a tensor-parallel group wider than the model needs: the weights plus
+a KV pool with room for a useful batch fit in a group a half (or less) the size, and
+the run is about throughput (a high-concurrency or offline throughput benchmark, or
+no latency evidence at all).
+
+Why it matters: once weights and enough KV fit, extra TP ranks mostly add all-reduce
+traffic and shrink each GPU's matrix work, while independent replicas scale almost
+linearly (two TP4 replicas beat one TP8 group by +85% for Qwen3-235B on 8x H100,
+par-replicas-beat-tp8-qwen3-235b-h100). For single-stream latency the wider group can
+still win, so a latency-only benchmark keeps the rule quiet.
+
+Evidence: config.json (parameters, layers, KV heads) and GPU memory through kb
+launch's memory arithmetic (`kb.launch.fitting_group`, the same code `kb launch`
+uses to choose its layout); TP/PP from the server arguments; the benchmark's load
+level and request length.
+
+Fix: sglang `--dp-size N --tp-size M` (sglang's data-parallel controller starts N
+replicas of TP M; the router, `python -m sglang_router.launch_server`, takes the same
+flags); vLLM `--data-parallel-size N --tensor-parallel-size M` for dense models, and
+N separate `vllm serve` processes for MoE models (vLLM's DP couples MoE ranks,
+par-dp-moe-coupling).
+"""
+
+from __future__ import annotations
+
+from kb import launchcmd
+from kb.records import Evidence
+from kb.rules.base import FlagChange, Proposal, Rule, RuleContext, change, pow2_at_least
+
+LATENCY_MAX_LEVEL = 8  # every benchmark at this concurrency or below: a latency question
+THROUGHPUT_LEVEL = 32  # a benchmark at this load or above: a throughput question
+OFFLINE_TOOLS = ("vllm-throughput",)  # every prompt at once
+DEFAULT_PORT = {"sglang": 30000, "vllm": 8000}
+
+
+def _int(v) -> int | None:
+    try:
+        return int(v) if v not in (None, "", True, False) else None
+    except (TypeError, ValueError):  # `${ENGINE_TP:?}`, a list from a pasted command
+        return None
+
+
+def workload_context(ctx: RuleContext) -> tuple[int, float | None]:
+    """(context the layout must serve, tokens per request of the benchmark or None): the
+    configured context length, else the benchmark's request length (at least 4,096,
+    rounded up to a power of two), else min(model context, 32,768) as `kb launch` uses."""
+    m = ctx.model
+    lens = [(r.input_len or 0) + (r.output_len or 0) for r in ctx.ev.bench if r.input_len or r.output_len]
+    per_req = max(lens) if lens else None
+    configured = _int(ctx.arg("context_length"))
+    if configured:
+        context = configured
+    elif per_req:
+        context = max(4096, pow2_at_least(per_req))
+    else:
+        context = min(m.context_len or 32768, 32768)
+    if m.context_len:
+        context = min(context, m.context_len)
+    return context, per_req
+
+
+def served_profile(ctx: RuleContext):
+    """The model profile with the weight format of the checkpoint actually served: a
+    config.json that declares no quantization (often the base model's) beside a served
+    path that names one (`...-Instruct-2507-FP8`, `...-AWQ`) is sized by the name."""
+    from kb.vocab import quantization_in
+
+    m = ctx.model
+    named = quantization_in(ctx.ev.model_path or "") if ctx.ev.model_path else None
+    if m and named and named not in ("bf16", "fp16") and m.quantization in (None, "bf16", "fp16"):
+        return m.model_copy(update={"quantization": named}), named
+    return m, None
+
+
+def goal(ctx: RuleContext) -> str | None:
+    """'throughput' (evidence of high load), 'unknown' (no benchmark), or None (latency only)."""
+    runs = ctx.ev.bench
+    if not runs:
+        return "unknown"
+    if any(r.tool in OFFLINE_TOOLS for r in runs) or any(r.level() >= THROUGHPUT_LEVEL for r in runs):
+        return "throughput"
+    if any(s in ctx.signals for s in ("throughput-plateau", "running-cap-with-queue", "ttft-queueing")):
+        return "throughput"
+    if all(r.concurrency and r.concurrency <= LATENCY_MAX_LEVEL for r in runs):
+        return None
+    return "unknown"
+
+
+def check(ctx: RuleContext) -> Proposal | None:
+    from kb.launch import default_fraction, fitting_group, memory
+
+    m, named = served_profile(ctx)
+    hw = ctx.hw
+    if not m or not m.params_b or not (m.layers and (m.heads or m.kv_heads or m.kv_lora_rank)):
+        return None
+    if not hw or not hw.memory_gb:
+        return None
+    tp, pp = _int(ctx.arg("tp")), _int(ctx.arg("pp")) or 1
+    if not tp or tp * pp < 2:
+        return None  # the TP size must be known: a guess from the GPU count would be no evidence
+    if ctx.arg("dp_attention") or (_int(ctx.arg("dp")) or 1) > 1:
+        return None  # already data-parallel
+    aim = goal(ctx)
+    if aim is None:
+        return None
+    group = tp * pp
+    context, per_req = workload_context(ctx)
+    fraction = float(ctx.arg("mem_fraction") or 0) or default_fraction(ctx.engine, hw)
+    kv_arg = str(ctx.arg("kv_cache_dtype") or "auto")
+    kv_dtype = "fp8_e4m3" if kv_arg.startswith("fp8") else "auto"
+    sizes = [s for s in (1, 2, 4, 8) if s < group and group % s == 0]
+    hw_group = hw.model_copy(update={"count": group})
+    lay, room = fitting_group(m, hw_group, ctx.engine, context, "throughput", fraction, kv_dtype, sizes)
+    if lay is None or not room:
+        return None
+    size = lay.tp * lay.pp
+    replicas = group // size
+    mem = memory(m, hw_group, ctx.engine, lay, context, kv_dtype, fraction, "throughput")
+    level = max((r.level() for r in ctx.ev.bench), default=0)
+    if per_req and level:
+        share = min(level / replicas, 256)  # each replica's part of the tested load
+        if mem.kv_tokens < share * per_req:
+            return None  # a replica could not hold its share of this benchmark's batch
+    changes: list[FlagChange] = []
+    c_tp = change(ctx, "tp", lay.tp, f"one replica needs {size} GPU(s): {mem.weights_per_gpu_gib:g} GiB of weights "
+                                     f"and {mem.kv_tokens:,} KV tokens per replica")
+    if c_tp:
+        c_tp.current = tp
+        changes.append(c_tp)
+    if lay.pp != pp:
+        c_pp = change(ctx, "pp", lay.pp if lay.pp > 1 else None, "pipeline stages of one replica")
+        if c_pp:
+            changes.append(c_pp)
+    ep = _int(ctx.arg("ep"))
+    if ctx.engine == "sglang" and ep and ep > lay.tp:  # sglang's EP group lives inside the TP group
+        c_ep = change(ctx, "ep", lay.tp if lay.tp > 1 else None, f"expert parallelism within each TP{lay.tp} replica")
+        if c_ep:
+            changes.append(c_ep)
+    moe_vllm = ctx.engine == "vllm" and m.is_moe
+    notes = [f"memory arithmetic ({hw.gpu}, {hw.memory_gb:g} GiB, fraction {fraction:g}, context {context:,}): "
+             f"TP{lay.tp}" + (f"×PP{lay.pp}" if lay.pp > 1 else "") + f" holds {mem.weights_per_gpu_gib:g} GiB of "
+             f"weights per GPU and leaves {mem.kv_per_gpu_gib:g} GiB = {mem.kv_tokens:,} KV tokens per replica "
+             f"({mem.full_context_requests} requests of the full context)"]
+    if named:
+        notes.append(f"weights sized as {named}, the format the served checkpoint's name gives "
+                     f"({ctx.ev.model_path}); the config.json given declares none")
+    commands: list[str] = []
+    if not moe_vllm:
+        c_dp = change(ctx, "dp", replicas, f"{replicas} independent replicas of TP{lay.tp} on the same {group} GPUs")
+        if not c_dp:
+            return None
+        changes.append(c_dp)
+        if ctx.engine == "sglang":
+            notes.append("sglang's docs prefer the router for data parallelism: "
+                         "`python -m sglang_router.launch_server` takes the same --dp-size/--tp-size")
+        else:
+            notes.append("--max-num-seqs and the KV cache apply per DP rank (par-dp-moe-coupling)")
+    if moe_vllm or _older_than_catalog(ctx):
+        commands += _instances(ctx, changes, replicas, size)
+        notes.append("MoE under vLLM --data-parallel-size is one expert group across all ranks, not independent "
+                     "replicas: start separate servers (par-dp-moe-coupling)" if moe_vllm else
+                     f"{ctx.ev.engine_version} predates kb's oldest {ctx.engine} flag catalog: separate servers "
+                     "work on any version")
+        if moe_vllm:  # one command cannot express it: the servers above are the change
+            changes = []
+    if not changes and not commands:
+        return None
+    evidence = [r.source for r in ctx.ev.bench if r.source][:1]
+    load = ("offline throughput benchmark" if any(r.tool in OFFLINE_TOOLS for r in ctx.ev.bench)
+            else f"benchmark load {level:g}" if level else "no benchmark given")
+    return Proposal(
+        title=f"{replicas} replicas of TP{lay.tp}" + (f"×PP{lay.pp}" if lay.pp > 1 else "")
+              + f" instead of one TP{tp}" + (f"×PP{pp}" if pp > 1 else "") + f" group ({ctx.ev.model_path or m.name or 'the model'} fits on {size} GPU(s))",
+        severity="moderate" if aim == "throughput" else "low",
+        rationale=(f"the weights and a KV pool of {mem.kv_tokens:,} tokens fit in {size} GPU(s); the other "
+                   f"{group - size} GPU(s) of the TP{tp} group add all-reduce traffic rather than throughput "
+                   f"({load})"),
+        changes=changes, commands=commands, notes=notes,
+        evidence=[Evidence(text=f"TP{tp}" + (f"×PP{pp}" if pp > 1 else "") + f" on {hw.count}x {hw.gpu}; "
+                                f"{m.params_b:g}B parameters ({m.quantization or 'bf16'})",
+                           where=None)] + [Evidence(text=load, where=w) for w in evidence],
+        supporting=[s for s in ("throughput-plateau", "ttft-queueing", "running-cap-with-queue") if s in ctx.signals])
+
+
+def _older_than_catalog(ctx: RuleContext) -> bool:
+    from kb.flags import _vkey
+
+    v = ctx.ev.engine_version
+    return bool(v) and _vkey(v) < _vkey(ctx.catalog.version)
+
+
+def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size: int) -> list[str]:
+    """One server per replica on its own GPUs and port (works on every version)."""
+    from kb.recommend import _aliases
+
+    model_path = ctx.ev.model_path or (ctx.model.name if ctx.model else None)
+    base = ctx.ev.launch_argv or launchcmd.base_argv(ctx.engine, ctx.catalog, ctx.ev.server_args, model_path)
+    port_flag = ctx.catalog.flag_for("port") or "--port"
+    port = _int(ctx.arg("port")) or DEFAULT_PORT[ctx.engine]
+    visible = str(ctx.ev.launch_env.get("CUDA_VISIBLE_DEVICES") or "")
+    gpus = [g for g in visible.split(",") if g.strip()] or [str(i) for i in range(replicas * size)]
+    out = []
+    for i in range(replicas):
+        ids = ",".join(gpus[i * size:(i + 1) * size]) or ",".join(str(j) for j in range(i * size, (i + 1) * size))
+        argv = launchcmd.apply(base, [(c.flag, c.new, _aliases(ctx.catalog, c.flag))
+                                      for c in changes if c.setting != "dp"] + [(port_flag, port + i, [])])
+        env = {**ctx.ev.launch_env, "CUDA_VISIBLE_DEVICES": ids}
+        out.append(launchcmd.render(argv, env) + " &")
+    return out
+
+
+RULE = Rule(id="KB112", name="data-parallel-replicas", title="Tensor parallelism wider than the model needs",
+            fix_class="data-parallel-replicas", signals=(),
+            needs="config.json (parameters, layers, KV heads), GPU memory, the TP size from the server arguments, "
+                  "and no latency-only benchmark",
+            check=check, doc=__doc__)
