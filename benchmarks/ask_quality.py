@@ -127,8 +127,9 @@ def score(rank, questions: list[dict]) -> dict:
             "mrr": sum(rr) / n, "seconds": time.perf_counter() - t, "rr": rr}
 
 
-def print_table(results: dict[str, dict], n: int) -> None:
-    print(f"held-out questions: {n}; findings: shipped; MRR over the top {DEPTH}")
+def print_table(results: dict[str, dict], n: int, source: Path = QUESTIONS) -> None:
+    kind = "held-out questions" if source.resolve() == QUESTIONS.resolve() else f"questions of {source.name} (not held out)"
+    print(f"{kind}: {n}; findings: shipped; MRR over the top {DEPTH}")
     print(f"{'ranker':<34}{'hit@1':>8}{'hit@3':>8}{'MRR':>8}{'seconds':>10}")
     for name, r in results.items():
         print(f"{name:<34}{r['hit@1']:>8.2f}{r['hit@3']:>8.2f}{r['mrr']:>8.3f}{r['seconds']:>10.1f}")
@@ -157,7 +158,7 @@ def main() -> int:
                    "BM25 (Whoosh, StandardAnalyzer)": bm25_ranker(tmp, sections),
                    "grep -il word count": grep_ranker(tmp, sections)}
         results = {name: score(rank, questions) for name, rank in rankers.items()}
-    print_table(results, len(questions))
+    print_table(results, len(questions), args.questions)
     if args.misses:
         print("kb ask, questions whose first answer is not labelled:")
         print_misses(questions, results)

@@ -32,9 +32,9 @@ def _store():
 
 
 def _loader():
-    from ingest.detect import load_findings
+    from kb.askcli import loader
 
-    return load_findings
+    return loader()
 
 
 def _echo_json(obj) -> None:
@@ -107,7 +107,10 @@ def ask(question: str = typer.Argument(..., help="A question, as you would ask a
         gpu: Optional[str] = _GPU, config: Optional[str] = _CONFIG, engine: Optional[str] = _ENGINE,
         as_json: bool = typer.Option(False, "--json")):
     """Answer from past findings: symptom, cause, fix, commands, measured gain, source."""
-    from kb import render
+    _ask(question, limit, run, gpu, config, engine, as_json)
+
+
+def _ask(question: str, limit: int, run, gpu, config, engine, as_json: bool) -> None:
     from kb.search import ask as do_ask
 
     store = _store()
@@ -125,26 +128,9 @@ def ask(question: str = typer.Argument(..., help="A question, as you would ask a
         for r in diag.recommendations:
             boost[r.fix_class] = max(boost.get(r.fix_class, 0), r.score / top)
     answers = store.read(_loader(), lambda d: do_ask(d, question, limit, boost))
-    if as_json:
-        out = {"question": question}
-        if diag:
-            out["run"] = {"signals": [s.model_dump(mode="json") for s in diag.signals],
-                          "recommendations": [r.model_dump(mode="json") for r in diag.recommendations[:3]]}
-        out["answers"] = [{"rank": i, "score": round(a.score, 3), **render.finding_json(a.finding)}
-                          for i, a in enumerate(answers, 1)]
-        _echo_json(out)
-        return
-    if diag:
-        typer.echo("This run")
-        for s in diag.signals:
-            typer.echo("\n".join(render.signal_lines(s, "  ", evidence=0)))
-        for r in diag.recommendations[:3]:
-            typer.echo(f"  → {r.title}  [{r.rule}]" + (f"\n    $ {r.commands[0]}" if r.commands else ""))
-        typer.echo("\nPast findings")
-    if not answers:
-        typer.echo("no finding matches that question")
-        return
-    typer.echo("\n\n".join(render.finding_summary(a.finding, i) for i, a in enumerate(answers, 1)))
+    from kb.askcli import print_answers
+
+    print_answers(question, answers, as_json, diag, echo=typer.echo)
 
 
 @app.command()
@@ -410,7 +396,10 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
 
 def main() -> None:
     try:
-        app()
+        from kb.askcli import main as plain_ask
+
+        if not plain_ask(sys.argv[1:]):  # a plain `kb ask` skips building typer's command line
+            app()
     except KbError as e:
         from kb.redact import redact_text
 

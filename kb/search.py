@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kb import index as kbindex
 from kb.records import Finding
-from kb.textnorm import concepts, understand_query
+from kb.textnorm import CONCEPTS, concepts, understand_query
 
 
 @dataclass
@@ -27,6 +27,7 @@ def ask(index_dir: Path, question: str, limit: int = 5, boost: dict[str, float] 
     text = understand_query(question)
     hits = kbindex.search_terms(index_dir, text, limit=max(50, limit * 5))
     wanted = set(concepts(text))
+    wanted_rx = [(rx, c) for rx, c in CONCEPTS if c in wanted]
     answers = []
     for f, score in hits:
         if f.kind == "note":
@@ -34,8 +35,9 @@ def ask(index_dir: Path, question: str, limit: int = 5, boost: dict[str, float] 
         else:
             score *= 1.0 + 0.1 * bool(f.commands) + 0.1 * bool(f.gains) + 0.05 * (f.confidence == "high")
         if wanted:
-            have = set(concepts(" ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or ""])))
-            score *= 1.0 + 0.25 * len(wanted & have) / len(wanted)
+            doc = " ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or ""])
+            have = sum(1 for rx, _ in wanted_rx if rx.search(doc))  # only the question's concepts are looked for
+            score *= 1.0 + 0.25 * have / len(wanted)
         if boost:
             score *= 1.0 + 0.6 * max((boost.get(fc, 0.0) for fc in f.fix_classes), default=0.0)
         answers.append(Answer(f, score))
