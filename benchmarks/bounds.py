@@ -1,11 +1,12 @@
 """Bounded work on big and hostile inputs: time and peak RSS of kb reading each, in a
-fresh interpreter (resource.getrusage), next to the size of the input.
+fresh interpreter (resource.getrusage), next to the size of the input and the rate
+(MB/s) it was read at. Peak RSS that does not grow with the input is flat memory.
 
     python benchmarks/bounds.py [--log-gb 1] [--line-mb 512] [--jsonl-mb 300]
 
-    --log-gb 10   a 10 GB sglang server log (its periodic stats lines repeated, as a
-                  long-running server writes them); needs 10 GB of free disk
-                  and about half an hour
+    --log-gb 10   a 10 GB sglang server log (its stats and access-log lines repeated,
+                  as a long-running server writes them); needs 11 GB of free disk
+                  (checked) under $TMPDIR
 
 Cases: the server log; one line of --line-mb MB without a newline; a JSON-lines file
 larger than the whole-document limit (streamed); JSON nested 200,000 deep; a 50 MB
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -83,11 +85,20 @@ def main() -> int:
     def row(name: str, size: int, result: tuple[float, int, str]) -> None:
         rows.append((name, size, *result))
         s, rss, out = result
-        print(f"{name:<28}{size / 2**20:>12,.0f}{s:>10.1f}{rss:>10,}  {out}", flush=True)
+        mbs = size / 2**20 / s if size and s else 0
+        rate = f"{mbs:,.0f}" if mbs >= 10 else f"{mbs:.1f}" if mbs else "-"
+        print(f"{name:<28}{size / 2**20:>12,.0f}{s:>10.1f}{rate:>8}{rss:>10,}  {out}", flush=True)
 
-    print(f"{'input':<28}{'size MB':>12}{'seconds':>10}{'RSS MB':>10}  result")
     with tempfile.TemporaryDirectory(prefix="kb-bounds-") as d:
         d = Path(d)
+        # the inputs are written one at a time and deleted after use: the largest must fit
+        need = max(args.log_gb * 2**30, args.line_mb * 2**20, args.jsonl_mb * 2**20) + 2**30
+        free = shutil.disk_usage(d).free
+        if free < need:
+            print(f"{d}: {free / 2**30:.1f} GiB free, {need / 2**30:.1f} GiB needed; use a smaller --log-gb "
+                  f"or TMPDIR=elsewhere")
+            return 1
+        print(f"{'input':<28}{'size MB':>12}{'seconds':>10}{'MB/s':>8}{'RSS MB':>10}  result")
         base = d / "tiny.log"
         base.write_bytes(LOG.read_bytes())
         row("baseline: one real log", base.stat().st_size, child(READ_RUN.format(paths=[str(base)])))
@@ -95,7 +106,9 @@ def main() -> int:
 
         p = d / "server.log"
         text = LOG.read_bytes()
-        stats = b"".join(ln for ln in text.splitlines(keepends=True) if b" batch" in ln)
+        # what a serving server keeps writing: its stats lines (read by the log parsers
+        # alone) and its access-log lines (read by every line parser, the slower path)
+        stats = b"".join(ln for ln in text.splitlines(keepends=True) if b" batch" in ln or b'HTTP/1.1"' in ln)
         size = repeated(p, stats, int(args.log_gb * 2**30), head=text)
         row(f"server log {args.log_gb:g} GB", size, child(READ_RUN.format(paths=[str(p)])))
         p.unlink()

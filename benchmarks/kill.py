@@ -4,10 +4,11 @@ kill it with SIGKILL at a random moment, then check that the next `kb ask` works
 ingested before is lost.
 
     python benchmarks/kill.py [--kills 200] [--seed N] [--cli-every 10]
+    python benchmarks/kill.py --rounds 5 [--writers 8,4,4]   # concurrent writers instead
 
 Prints how many kills landed in each phase of the work, how many were followed by
 an announced rebuild, and any failure; exits 1 on a failure. tests/test_reliability.py
-runs the same loop with 20 kills.
+runs the same loop with 10 kills.
 """
 
 from __future__ import annotations
@@ -152,6 +153,10 @@ class Harness:
         if lines:
             self.stats["rebuilt"] += 1
         self.check_nothing_lost()
+        # the ask above wrote (the notes changed), so what a killed process left is cleared
+        left = sorted(p.name for p in self.home.iterdir() if p.name.startswith((".index.", ".manifest.json.")))
+        if left:
+            self.stats["failures"].append(f"left behind by a killed process: {left}")
 
     def check_nothing_lost(self) -> None:
         """Every notes file was ingested once and completely (pinned), so after the
@@ -192,13 +197,72 @@ def run(kills: int, seed: int = 0, cli_every: int = 10, work: Path | None = None
             shutil.rmtree(work, ignore_errors=True)
 
 
+def concurrent(home: Path, work: Path, rounds: int = 1, ingests: int = 4, attaches: int = 2, asks: int = 3) -> dict:
+    """`ingests` x `kb ingest` (each its own two notes files), `attaches` x `kb attach` and
+    `asks` x `kb ask`, all started at once on `home`, `rounds` times (the knowledge base
+    grows): every command must succeed without a word on stderr, every finding written
+    must be in the index, and the index must hold exactly what the manifest says."""
+    from kb import index as kbindex
+    from kb.store import Store
+
+    stats = {"rounds": 0, "processes": 0, "failures": []}
+    want: set[str] = set()
+    for r in range(rounds):
+        cmds = []
+        for g in range(ingests):
+            d = work / f"round{r}-team{g}"
+            d.mkdir(parents=True)
+            for i in range(2):
+                (d / f"n{i}.md").write_text(note(i, 0).replace("kill-note-", f"r{r}-t{g}-"))
+                want |= {f"r{r}-t{g}-{i}-{j}" for j in range(3)}
+            cmds.append(["ingest", str(d / "n0.md"), str(d / "n1.md")])
+        cmds += [["attach", "--title", f"Driver note {r}-{i}", "--fix", f"modprobe nvidia_uvm ({r}-{i})",
+                  "--fix-class", "driver-environment", "--force-new", "--json"] for i in range(attaches)]
+        cmds += [["ask", QUESTION, "--json"] for _ in range(asks)]
+        procs = [subprocess.Popen([sys.executable, "-m", "kb", *c], cwd=ROOT, env=env_for(home),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for c in cmds]
+        results = [p.communicate(timeout=600) for p in procs]
+        stats["rounds"] += 1
+        stats["processes"] += len(procs)
+        for c, p, (out, err) in zip(cmds, procs, results):
+            if p.returncode != 0 or err:
+                stats["failures"].append(f"round {r}: kb {c[0]} exited {p.returncode}: {err[-300:]}")
+            elif c[0] == "attach":
+                want.add(json.loads(out)["id"])
+            elif c[0] == "ask" and not json.loads(out)["answers"]:
+                stats["failures"].append(f"round {r}: kb ask found nothing")
+        store = Store(home)
+        ids = {f.id for f in kbindex.all_records(store.index_dir)}
+        if want - ids:
+            stats["failures"].append(f"round {r}: lost findings: {sorted(want - ids)[:5]}")
+        known = store.manifest()["sources"]
+        problem = kbindex.check(store.index_dir, sum(len(e["ids"]) for e in known.values()))
+        if problem:
+            stats["failures"].append(f"round {r}: {problem}")
+    stats["findings"] = len(want)
+    return stats
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kills", type=int, default=200, help="kills that land while kb works")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cli-every", type=int, default=10, help="check with a real `kb ask` every N kills")
+    ap.add_argument("--rounds", type=int, default=0,
+                    help="instead of kills: rounds of concurrent kb ingest/attach/ask (see --writers)")
+    ap.add_argument("--writers", type=str, default="8,4,4", help="per round: ingests,attaches,asks (default 8,4,4)")
     args = ap.parse_args(argv)
     t = time.perf_counter()
+    if args.rounds:
+        ingests, attaches, asks = (int(x) for x in args.writers.split(","))
+        with tempfile.TemporaryDirectory(prefix="kb-conc-") as work:
+            st = concurrent(Path(work) / "kbhome", Path(work), args.rounds, ingests, attaches, asks)
+        print(f"{st['rounds']} rounds of {ingests} kb ingest + {attaches} kb attach + {asks} kb ask at once: "
+              f"{st['processes']} processes, {st['findings']} findings written, all indexed unless listed; "
+              f"failures {len(st['failures'])}; {time.perf_counter() - t:.0f} s")
+        for f in st["failures"][:20]:
+            print("  FAIL", f)
+        return 1 if st["failures"] else 0
     stats = run(args.kills, args.seed, args.cli_every)
     print(f"attempts {stats['attempts']}: killed mid-work {stats['kills']}, finished before the kill "
           f"{stats['finished first']}; rebuilds announced {stats['rebuilt']}; failures {len(stats['failures'])}; "

@@ -211,6 +211,9 @@ class Store:
         return {"version": MANIFEST_VERSION, "sources": {}}
 
     def _save_manifest(self, data: dict) -> None:
+        # Callers hold kb_lock, so a temp file of the manifest's is a killed process's: clear it.
+        for left in self.home.glob(f".{self.manifest_path.name}.*.tmp"):
+            left.unlink(missing_ok=True)
         atomic_write(self.manifest_path, json.dumps(data, indent=1, sort_keys=True))
 
     # ------------------------------------------------------------ sources

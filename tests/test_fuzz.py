@@ -217,3 +217,17 @@ def test_log_parsers_keep_a_bounded_number_of_fields():
         p.feed(2 * i + 2, f"max_total_num_tokens=5, key{i}=1, other{i}=2")
     (t,) = p.results()
     assert len(t.stats["extra_max"]) <= MAX_EXTRA and len(t.startup) <= 256
+
+
+def test_gpu_name_normalising_is_linear_in_a_digit_run():
+    """kb.hardware._normalise's "40GB" rule backtracked from every digit of a run: a
+    5,000-digit name in an nvidia-smi CSV row cost 0.9 s per row (found by fuzzing
+    NvidiaSmiCsv, which then spent its time there)."""
+    from kb.hardware import _normalise, lookup_gpu
+
+    t = time.perf_counter()
+    for _ in range(20):
+        _normalise("NVIDIA H100 " + "9" * 20_000)
+    assert time.perf_counter() - t < 2
+    assert _normalise("NVIDIA A100-SXM4-40GB") == "a100sxm440"
+    assert lookup_gpu("NVIDIA H100 80GB HBM3").arch == "SM90"

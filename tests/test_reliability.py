@@ -61,11 +61,28 @@ def built(kb_home, tmp_path):
 
 
 def test_sigkill_at_random_moments(tmp_path):
-    """20 kills of `kb ingest` / `kb reindex` (benchmarks/kill.py runs 200): after each,
-    the next ask answers, and every finding ingested before is there, current."""
-    stats = killbench.run(kills=20, seed=1, cli_every=10, work=tmp_path)
+    """10 kills of `kb ingest` / `kb reindex` (benchmarks/kill.py runs 200): after each,
+    the next ask answers (every 5th through the real `kb ask`), every finding ingested
+    before is there, current, and nothing the killed process left is still there."""
+    stats = killbench.run(kills=10, seed=1, cli_every=5, work=tmp_path)
     assert stats["failures"] == []
-    assert stats["kills"] >= 15  # attempts that ended before their kill are retried (at most 60)
+    assert stats["kills"] >= 8  # attempts that ended before their kill are retried (at most 30)
+
+
+def test_what_a_killed_writer_left_is_cleared(built):
+    """A rebuild killed half way leaves its sibling copy of the index, a kill inside
+    atomic_write a temp manifest: the next write (under the lock, so they cannot be a
+    live process's) removes both, instead of letting them pile up kill after kill."""
+    home, files = built
+    (home / ".index.new-deadbeef").mkdir()
+    (home / ".index.new-deadbeef" / "MAIN_x.seg").write_bytes(b"x" * 1000)
+    (home / ".index.old-12345").mkdir()
+    (home / ".manifest.json.abc123.tmp").write_text("{half")
+    files[0].write_text(files[0].read_text().replace("version 0", "version 1"))
+    rep = Store(home).sync(load_findings, files)
+    assert [f.status for f in rep.files if f.path.endswith("rel0.md")] == ["updated"]
+    assert sorted(p.name for p in home.iterdir() if p.name.startswith(".") and p.name != LOCK_NAME) == []
+    assert "version 1" in kbindex.get(Store(home).index_dir, "rel-0-0").root_cause
 
 
 # ---------------------------------------------------------------- damaged index
@@ -223,28 +240,15 @@ def test_a_lock_held_by_a_process_that_is_killed_is_released(tmp_path):
 
 def test_concurrent_ingest_attach_and_ask_lose_nothing(kb_home, tmp_path):
     """4 `kb ingest` (different files), 2 `kb attach` and 3 `kb ask` at once on an empty
-    KB_HOME: every command succeeds, every finding is indexed, the index is sound."""
-    env = {**os.environ, "KB_HOME": str(kb_home)}
-    env.pop("KB_FINDINGS", None)
-    groups = [_notes(tmp_path / f"team{g}", 2, prefix=f"team{g}") for g in range(4)]
-    cmds = [["ingest", *map(str, files)] for files in groups]
-    cmds += [["attach", "--title", f"Driver note {i}", "--fix", f"modprobe nvidia_uvm ({i})",
-              "--fix-class", "driver-environment", "--force-new", "--json"] for i in range(2)]
-    cmds += [["ask", QUESTION, "--json"] for _ in range(3)]
-    procs = [subprocess.Popen([sys.executable, "-m", "kb", *c], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for c in cmds]
-    results = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0] * len(procs), [err for _, err in results]
-    assert all(err == "" for _, err in results), [err for _, err in results]
-    attached = {json.loads(out)["id"] for c, (out, _) in zip(cmds, results) if c[0] == "attach"}
-    assert len(attached) == 2
-    store = Store(kb_home)
-    ids = {f.id for f in kbindex.all_records(store.index_dir)}
-    want = {f"team{g}-{i}-{j}" for g in range(4) for i in range(2) for j in range(3)} | attached
-    assert want <= ids
-    known = store.manifest()["sources"]
-    assert kbindex.check(store.index_dir, sum(len(e["ids"]) for e in known.values())) is None
-    assert all(known[str(p.resolve())]["pinned"] for files in groups for p in files)
+    KB_HOME, then again on the filled one: every command succeeds with nothing on stderr,
+    every finding is indexed, the index holds what the manifest says, and the ingested
+    files stay pinned (benchmarks/kill.py --rounds runs more, wider)."""
+    stats = killbench.concurrent(kb_home, tmp_path, rounds=2, ingests=4, attaches=2, asks=3)
+    assert stats["failures"] == []
+    assert stats["processes"] == 18 and stats["findings"] == 2 * (4 * 2 * 3 + 2)
+    known = Store(kb_home).manifest()["sources"]
+    pinned = [k for k, e in known.items() if e["pinned"]]
+    assert len(pinned) == 2 * 4 * 2 and all("round" in k for k in pinned)
 
 
 def test_a_read_only_knowledge_base_still_answers(built, monkeypatch, capsys):
@@ -280,7 +284,7 @@ def test_damage_found_only_by_a_search_is_rebuilt_and_announced(built, kb):
             except kbindex.IndexDamaged:
                 break
     else:
-        pytest.skip("no damage of that kind found")
+        pytest.fail("seeded damage no longer produces a segment that opens but fails in a search; pick another seed")
     proc = kb("ask", QUESTION, "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["answers"]
