@@ -26,6 +26,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from log_parse import repeated  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "tests" / "data" / "samples"
 LOG = SAMPLES / "sglang_logs" / "src-sglang-0.5.5_deepseek-v3_tp8_rtx-pro-6000.log"
@@ -61,17 +64,6 @@ def child(body: str, timeout: float = 7200) -> tuple[float, int, str]:
         return 0.0, 0, f"CRASHED: {proc.stderr.strip().splitlines()[-1][:80]}"
     seconds, rss, out = json.loads(proc.stdout.strip().splitlines()[-1])
     return seconds, rss, out
-
-
-def repeated(path: Path, unit: bytes, size: int, head: bytes = b"") -> int:
-    chunk = unit * max(1, 4 * 2**20 // len(unit))
-    with open(path, "wb") as fh:
-        fh.write(head)
-        written = len(head)
-        while written < size:
-            fh.write(chunk)
-            written += len(chunk)
-    return written
 
 
 def main() -> int:

@@ -28,14 +28,18 @@ def generate(path: Path, source: Path, needle: str, size_mb: int) -> int:
     repeated, as a long-running server's log is."""
     head = source.read_bytes()
     block = b"".join(ln for ln in head.splitlines(keepends=True) if needle.encode() in ln) or head
-    block *= max(1, 2**20 // len(block))
-    target = size_mb * 2**20
+    return repeated(path, block, size_mb * 2**20, head)
+
+
+def repeated(path: Path, unit: bytes, size: int, head: bytes = b"") -> int:
+    """Write `head`, then `unit` over and over (in ~4 MiB writes) until `size` bytes; the bytes written."""
+    chunk = unit * max(1, 4 * 2**20 // len(unit))
     with open(path, "wb") as fh:
         fh.write(head)
         written = len(head)
-        while written < target:
-            fh.write(block)
-            written += len(block)
+        while written < size:
+            fh.write(chunk)
+            written += len(chunk)
     return written
 
 

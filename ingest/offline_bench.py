@@ -221,6 +221,15 @@ class _OfflineText:
         return norm
 
     @bc.guarded("offline benchmark output")
+    def feed(self, lineno: int, line: str) -> None:
+        if self._take_command(lineno, line) or len(line) > MAX_LINE:
+            return
+        self._feed_result(lineno, line)
+
+    def _feed_result(self, lineno: int, line: str) -> None:
+        raise NotImplementedError
+
+    @bc.guarded("offline benchmark output")
     def results(self) -> list:
         self._close_command()
         out: list = []
@@ -274,12 +283,7 @@ class SglangOneBatchText(_OfflineText):
     def _in_warmup(self) -> bool:
         return self.phase == "warmup"
 
-    @bc.guarded("offline benchmark output")
-    def feed(self, lineno: int, line: str) -> None:
-        if self._take_command(lineno, line):
-            return
-        if len(line) > MAX_LINE:
-            return
+    def _feed_result(self, lineno: int, line: str) -> None:
         s = line.strip()
         if s.endswith("Warmup ..."):
             self.phase, self.current = "warmup", None
@@ -375,12 +379,7 @@ class VllmThroughputText(_OfflineText):
     def _entry(self, text: str) -> re.Match | None:
         return _VLLM_CMD.search(text)
 
-    @bc.guarded("offline benchmark output")
-    def feed(self, lineno: int, line: str) -> None:
-        if self._take_command(lineno, line):
-            return
-        if len(line) > MAX_LINE:
-            return
+    def _feed_result(self, lineno: int, line: str) -> None:
         if "amespace(" in line:
             m = _NAMESPACE.match(line)
             if m:

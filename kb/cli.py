@@ -289,6 +289,7 @@ _DURATION = typer.Option(None, "--duration", min=0.1, help="Seconds per level: s
 _INPUT_LEN = typer.Option(256, "--input-len", min=1, help="Prompt length in tokens.")
 _OUTPUT_LEN = typer.Option(256, "--output-len", min=1, help="Output tokens per request (ignore_eos).")
 _LEVEL_TIME = typer.Option(900.0, "--max-level-time", min=1.0, help="Hard cap on one level's wall time, seconds.")
+_CHUNK_TIMEOUT = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk.")
 
 
 def _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout, max_level_time):
@@ -298,6 +299,14 @@ def _sweep_options(concurrency, requests, duration, input_len, output_len, timeo
     return SweepOptions(levels=parse_levels(concurrency), requests=requests, duration=duration, input_len=input_len,
                         output_len=output_len, max_level_time=max_level_time, progress=True,
                         timeouts=Timeouts(connect=connect_timeout, read=timeout))
+
+
+def _probe_timeouts(connect_timeout: float, timeout: float):
+    """The probe's timeouts under a sweep: its info endpoints answer at once, so a long
+    per-chunk timeout is capped at 30 s for them."""
+    from kb.live.client import Timeouts
+
+    return Timeouts(connect=connect_timeout, read=min(timeout, 30.0))
 
 
 def _kept(n: int, out: Optional[Path]) -> str:
@@ -325,19 +334,18 @@ def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
           input_len: int = _INPUT_LEN, output_len: int = _OUTPUT_LEN,
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="JSONL file (sglang bench_serving shape), one line per finished level."),
           api_key: Optional[str] = _API_KEY,
-          timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk."),
+          timeout: float = _CHUNK_TIMEOUT,
           connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
           as_json: bool = typer.Option(False, "--json")):
     """Streaming load over concurrency levels: throughput, TTFT, TPOT, ITL and /metrics samples."""
     from kb.errors import ServerError
-    from kb.live.client import Timeouts
     from kb.live.doctor import level_summary
     from kb.live.probe import probe as do_probe
     from kb.live.sweep import sweep as do_sweep, table
 
     opts = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
                           max_level_time)
-    p = do_probe(url, api_key, Timeouts(connect=connect_timeout, read=min(timeout, 30.0)))
+    p = do_probe(url, api_key, _probe_timeouts(connect_timeout, timeout))
     res = do_sweep(p, opts, api_key, out)
     if as_json:
         _echo_json({"url": p.url, "engine": p.engine, "version": p.version, "model": p.model,
@@ -369,13 +377,12 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
            log: Optional[Path] = typer.Option(None, "--log", help="The server's log file: start-up facts and the stats lines written during the sweep."),
            config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU, thresholds: Optional[str] = _THRESHOLDS,
            api_key: Optional[str] = _API_KEY,
-           timeout: float = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk."),
+           timeout: float = _CHUNK_TIMEOUT,
            connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
            as_json: bool = typer.Option(False, "--json")):
     """Probe + sweep + diagnose a running server: the plateau, its cause, and the flags to change."""
     from kb import index as kbindex
     from kb.errors import ServerError
-    from kb.live.client import Timeouts
     from kb.live.doctor import default_out, doctor as do_doctor, report
     from kb.signals import load_thresholds
 
@@ -385,7 +392,7 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
     store = _store()
     target = out or default_out(store.home, url)
     r = do_doctor(url, opts, store.read(_loader(), kbindex.all_records), target, api_key=api_key, launch=launch, log=log,
-                  config=config, gpu=gpu, thresholds=th, timeouts=Timeouts(connect=connect_timeout, read=min(timeout, 30.0)))
+                  config=config, gpu=gpu, thresholds=th, timeouts=_probe_timeouts(connect_timeout, timeout))
     typer.echo(json.dumps(r.to_json(), indent=2, default=str) if as_json else report(r))
     if r.sweep.error:
         raise ServerError(f"{r.sweep.error}; {_kept(len(r.sweep.levels), target)}")

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -20,11 +20,12 @@ from kb.errors import ServerError
 from kb.live import client as cl
 
 from conftest import ROOT
+from live.fakes import LoopbackHTTPServer
 
 KEY = "K3y-9f2c-plain-looking"  # not shaped like any known token: only the client knows it is one
 
 
-class Fake:
+class Fake(LoopbackHTTPServer):
     """A loopback HTTP server; `routes` maps a path to fn(handler) -> (status, headers, body
     bytes or an iterator of chunks). Every request (path, headers, body) is recorded."""
 
@@ -65,21 +66,7 @@ class Fake:
 
             do_GET = do_POST = _serve
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(H)
 
 
 def js(doc, status=200):

@@ -79,6 +79,17 @@ def test_sglang_new_format_sweep_skips_warmup_and_maps_batches():
     assert cmd.get("batch-size") is None  # a benchmark argument, not a server flag
 
 
+def test_sglang_real_output_posted_in_a_pr():
+    """Verbatim bench_one_batch output from sglang PR #30147 (no command line was posted)."""
+    path = SAMPLES / "sglang_one_batch_text" / "pr30147_qwen3-0.6b_bench_one_batch_bs1.txt"
+    (run,) = runs(feed(SglangOneBatchText, path.read_text().splitlines(), str(path)))
+    assert run.concurrency == 1  # the warmup pass (median 0.00585 s) is not a result
+    assert run.tpot_ms["median"] == pytest.approx(5.72) and run.ttft_ms["median"] == pytest.approx(10.14)
+    assert run.output_throughput == pytest.approx(174.85, rel=0.01)
+    ev = read_run([path])  # found by content like any other file
+    assert len(ev.bench) == 1 and ev.bench[0].tpot_ms["median"] == pytest.approx(5.72)
+
+
 def test_sglang_old_format_and_disable_cuda_graph_reaches_the_server_args():
     path = SAMPLES / "sglang_one_batch_text" / "src-sglang-0.3.0_bench_latency_bs8_disable-cuda-graph.txt"
     ev = read_run([path])

@@ -275,7 +275,15 @@ async def one_request(http: httpx.AsyncClient, url: httpx.URL, body: dict) -> Ou
                     payload = line[5:].strip()
                     if payload == b"[DONE]" or not payload:
                         continue
-                    if _plain_token(payload):  # most chunks: no JSON parsing needed
+                    data = None
+                    if not _plain_token(payload):  # most chunks are plain: no JSON parsing needed
+                        try:
+                            data = json.loads(payload)
+                        except ValueError:
+                            continue
+                        if not isinstance(data, dict):
+                            continue
+                    if data is None or data.get("choices"):  # a token: time it
                         now = time.perf_counter()
                         if not first:
                             first = True
@@ -283,21 +291,8 @@ async def one_request(http: httpx.AsyncClient, url: httpx.URL, body: dict) -> Ou
                         else:
                             out.itl.append(now - last)
                         last = now
+                    if data is None:
                         continue
-                    try:
-                        data = json.loads(payload)
-                    except ValueError:
-                        continue
-                    if not isinstance(data, dict):
-                        continue
-                    if data.get("choices"):
-                        now = time.perf_counter()
-                        if not first:
-                            first = True
-                            out.ttft = now - st
-                        else:
-                            out.itl.append(now - last)
-                        last = now
                     usage = data.get("usage")
                     if isinstance(usage, dict):
                         out.output_tokens = int(usage.get("completion_tokens") or 0)

@@ -61,15 +61,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: " + json.dumps(usage).encode() + b"\n\ndata: [DONE]\n\n")
 
 
-class FakeOpenAI:
-    """/v1/models and streaming /v1/completions; streams after the first `stall_after` hang."""
+class LoopbackHTTPServer:
+    """A ThreadingHTTPServer on 127.0.0.1 (a free port) serving `handler` from a daemon
+    thread while the `with` block runs; the handler reaches this object as self.server.owner."""
 
-    def __init__(self, stall_after: int | None = None):
-        self.stall_after = stall_after
-        self.streams = 0
-        self.lock = threading.Lock()
-        self.release = threading.Event()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.httpd.daemon_threads = True
         self.httpd.owner = self  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -83,9 +80,23 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc):
-        self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class FakeOpenAI(LoopbackHTTPServer):
+    """/v1/models and streaming /v1/completions; streams after the first `stall_after` hang."""
+
+    def __init__(self, stall_after: int | None = None):
+        self.stall_after = stall_after
+        self.streams = 0
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        super().__init__(_Handler)
+
+    def __exit__(self, *exc):
+        self.release.set()  # free the stalled handlers first
+        super().__exit__(*exc)
 
 
 class SilentServer:

@@ -5,15 +5,12 @@ with the recommended value, where the knee moves; then that server dies mid-swee
 Small requests: input 32 tokens, output 64, levels 1,4,8,16,32, 3 s of load per level."""
 
 import json
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from live import vllm_server as vs
-from live.util import read_jsonl
+from live.util import read_jsonl, sweep_until_first_level
 
 SWEEP = ["-c", "1,4,8,16,32", "--duration", "3", "--input-len", "32", "--output-len", "64"]
 
@@ -121,14 +118,8 @@ def test_server_dies_mid_sweep(tmp_path, tiny_model, tmp_path_factory, holder):
         server = vs.start(tiny_model, tmp_path_factory.mktemp("vllm-dies") / "server.log", max_num_seqs=8)
         holder["server"] = server
     out = tmp_path / "sweep.jsonl"
-    env = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
-    proc = subprocess.Popen([sys.executable, "-m", "kb", "sweep", server.url, "-c", "1,64", "--input-len", "32",
-                             "--output-len", "64", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = sweep_until_first_level(server.url, out)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 1):
-            time.sleep(0.05)
         time.sleep(0.5)  # well into the concurrency-64 level
         server.kill()
         stdout, stderr = proc.communicate(timeout=120)

@@ -1,13 +1,10 @@
 """`kb probe` and `kb sweep` against a real vLLM server (--max-num-seqs 8)."""
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 
-from live.util import read_jsonl
+from live.util import read_jsonl, sweep_until_first_level
 
 SECRET = "kb-test-secret-0123456789"
 SMALL = ["--input-len", "32", "--output-len", "16"]
@@ -69,16 +66,8 @@ def test_sweep_json_keys(kb_live, vllm8):
 
 def test_ctrl_c_keeps_finished_levels(vllm8, tmp_path):
     out = tmp_path / "sweep.jsonl"
-    env = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
-    env["KB_HOME"] = str(tmp_path / "home")
-    # default requests: level 1 sends 16 (a few seconds), level 64 sends 256; Ctrl-C lands in the second
-    proc = subprocess.Popen([sys.executable, "-m", "kb", "sweep", vllm8.url, "-c", "1,64", "--input-len", "32",
-                             "--output-len", "64", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc = sweep_until_first_level(vllm8.url, out, {"KB_HOME": str(tmp_path / "home")})  # Ctrl-C lands in level 64
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 1):
-            time.sleep(0.05)
         assert out.exists(), "the first level never finished"
         t0 = time.monotonic()
         proc.send_signal(signal.SIGINT)

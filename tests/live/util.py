@@ -3,8 +3,29 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
+
+
+def sweep_until_first_level(url: str, out: Path, env_extra: dict | None = None) -> subprocess.Popen:
+    """`kb sweep URL -c 1,64` in the background (KB_API_KEY cleared), returned once its
+    first level is in `out`: the concurrency-1 level sends 16 short requests, the
+    concurrency-64 level 256, so whatever the caller does next lands in the second."""
+    env = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
+    env.update(env_extra or {})
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "sweep", url, "-c", "1,64", "--input-len", "32",
+                             "--output-len", "64", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 1):
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    return proc
