@@ -103,6 +103,23 @@ FIX_CLASS_WORDS: dict[str, list[str]] = {
     "long-prefill": ["long prompt", "long-prefill", "long prefill", "max-num-partial-prefills", "head-of-line"],
     "disaggregation": ["disaggregat", "prefill-decode", "pd disagg"],
     "benchmark-method": ["warmup", "warm-up", "benchmark method", "request-rate inf", "cold start"],
+    "structured-output": ["structured output", "guided decoding", "guided_json", "xgrammar", "outlines backend", "llguidance", "grammar-backend", "json schema", "response_format"],
+    "lora": ["lora", "adapter", "max-loras", "max-lora-rank", "punica"],
+    "multimodal-encoder": ["vision encoder", "mm-encoder-tp-mode", "image preprocess", "multimodal", "mm_processor", "limit-mm-per-prompt"],
+    "hybrid-state-cache": ["mamba", "linear attention", "hybrid model", "mamba_ssm_cache", "state cache", "gated deltanet", "max-mamba-cache-size"],
+    "quantization-kernel": ["awq_marlin", "gptq_marlin", "marlin", "machete", "quantization kernel", "w4a16", "cutlass fp8", "exllama"],
+    "cpu-offload": ["cpu-offload-gb", "cpu offload", "offload weights", "cpu_offload"],
+    "api-server": ["api server", "api-server-count", "uvicorn", "http server", "detokeniz"],
+    "tokenizer": ["tokenizer", "tokenization", "skip-tokenizer-init", "tokenizer-worker", "tokenizer pool"],
+    "prefix-cache-retention": ["eviction", "prefix cache retention", "cache eviction", "radix eviction", "hicache", "prefix hit rate drops"],
+    "unified-memory": ["unified memory", "gb10", "dgx spark", "jetson", "coherent memory"],
+    "engine-version": ["upgrade", "downgrade", "fixed in", "newer version"],
+    "context-length": ["max-model-len", "context-length", "max_model_len", "context window", "yarn", "rope scaling"],
+    "request-routing": ["load balancer", "cache-aware routing", "sglang-router", "routing policy"],
+    "sampling": ["logprobs", "sampling", "top-k", "top_p", "penalty", "sampler"],
+    "model-loading": ["load time", "startup time", "safetensors", "load-format", "model loading", "fastsafetensors", "runai_streamer"],
+    "rocm-aiter": ["aiter", "rocm", "vllm_rocm_use_aiter", "sglang_use_aiter", "mi300x", "mi355x", "hipblaslt"],
+    "unclassified": [],
 }
 
 FIX_CLASSES = tuple(FIX_CLASS_WORDS)
