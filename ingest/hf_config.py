@@ -258,6 +258,7 @@ def profile_from_config(cfg: dict, quant: dict | None = None, source: str | None
     head_dim = ((t.get("qk_nope_head_dim") or 0) + (t.get("qk_rope_head_dim") or 0) if mla else 0) \
         or t.get("head_dim") or (hidden // heads if hidden and heads else None)
     total, active = estimate_params(t)
+    groups = param_groups(t)
     dtype = str(t.get("torch_dtype") or t.get("dtype") or cfg.get("torch_dtype") or cfg.get("dtype") or "") or None
     quantization, details = detect_quantization(cfg, quant, dtype)
     archs = cfg.get("architectures") or t.get("architectures")
@@ -277,7 +278,8 @@ def profile_from_config(cfg: dict, quant: dict | None = None, source: str | None
             kv_lora_rank=t.get("kv_lora_rank"), qk_rope_head_dim=t.get("qk_rope_head_dim"),
             qk_nope_head_dim=t.get("qk_nope_head_dim"), v_head_dim=t.get("v_head_dim"),
             mtp_layers=int(_first(t, MTP) or 0), quantization=quantization, quant_details=details,
-            dtype=dtype, params_b=total, active_params_b=active, source=source)
+            dtype=dtype, params_b=total, active_params_b=active,
+            param_groups_b={k: round(v / 1e9, 4) for k, v in groups.items()}, source=source)
     except ValidationError as e:  # a value of a type no check above foresaw: still name the file
         err = e.errors()[0]
         raise InputError(where, f"field {'.'.join(map(str, err['loc']))}: {err['msg']}") from None
@@ -350,48 +352,55 @@ def moe_layers(t: dict) -> list[bool]:
 
 
 def estimate_params(t: dict) -> tuple[float | None, float | None]:
-    """(total, active) parameters in billions, from the shapes alone.
+    """(total, active) parameters in billions, from the shapes alone (see param_groups)."""
+    groups = param_groups(t)
+    if not groups:
+        return None, None
+    active = sum(v for k, v in groups.items() if k not in ("embed", "experts")) + groups.get("experts_active", 0)
+    total = sum(v for k, v in groups.items() if k != "experts_active")
+    return round(total / 1e9, 2), round(active / 1e9, 2)
 
-    total = input embedding + lm_head (unless tied)
-          + per layer: attention + (dense MLP | routed experts + shared experts + router)
-      attention, GQA/MHA: q and o are hidden × heads·head_dim; k and v hidden × kv_heads·head_dim.
-      attention, MLA:     q_a (hidden × q_lora) + q_b (q_lora × heads·(nope+rope))
-                          [or one hidden × heads·(nope+rope) without q_lora]
-                          + kv_a (hidden × (kv_lora+rope)) + kv_b (kv_lora × heads·(nope+v))
-                          + o (heads·v × hidden).
-      MLP: 3 × hidden × intermediate when gated (SwiGLU), else 2 ×; an expert likewise
-      with its own intermediate size; router hidden × experts.
-    active = total − the routed experts a token does not use (top-k of E active)
-             − the input embedding (a row lookup, no matmul — as DeepSeek and OpenAI
-             count; Qwen's published "activated" figure includes it).
+
+def param_groups(t: dict) -> dict[str, int]:
+    """Parameters per kind of module, the unit weight-only quantization schemes target
+    (compressed-tensors `targets`/`ignore`, ModelOpt `exclude_modules`).
+
+    embed  = vocab × hidden; lm_head the same unless tied
+    attention (all layers), GQA/MHA: q and o are hidden × heads·head_dim; k and v hidden × kv_heads·head_dim.
+      MLA: q_a (hidden × q_lora) + q_b (q_lora × heads·(nope+rope))
+           [or one hidden × heads·(nope+rope) without q_lora]
+           + kv_a (hidden × (kv_lora+rope)) + kv_b (kv_lora × heads·(nope+v)) + o (heads·v × hidden).
+    dense_mlp: 3 × hidden × intermediate per dense layer when gated (SwiGLU), else 2 ×;
+    experts (routed, all) and experts_active (top-k of them), shared_experts, router (hidden × experts).
+    total = every group but experts_active; active = total − the routed experts a token
+    does not use − the input embedding (a row lookup, no matmul — as DeepSeek and OpenAI
+    count; Qwen's published "activated" figure includes it).
     Norms, biases, MTP/draft layers and vision towers are left out, so published
     totals (which also exclude MTP) match within a few percent.
     """
     hidden, layers, vocab = t.get("hidden_size"), t.get("num_hidden_layers"), t.get("vocab_size")
     heads = t.get("num_attention_heads")
     if not (hidden and layers and vocab and heads):
-        return None, None
+        return {}
     attn = _attention_params(t, hidden, heads)
     mlp_mult = 2 if str(t.get("model_type")) in UNGATED else 3
     experts = _first(t, EXPERTS) or 0
     dense_inter = t.get("intermediate_size_mlp") or t.get("intermediate_size") or 4 * hidden
     embed = vocab * hidden
-    lm_head = 0 if t.get("tie_word_embeddings") else embed
+    groups = {"embed": embed, "lm_head": 0 if t.get("tie_word_embeddings") else embed, "attention": layers * attn}
     if experts > 1:
         shape = _moe_shape(t, str(t.get("model_type") or ""))
         expert = mlp_mult * hidden * (shape["expert_inter"] or 0)
-        shared = mlp_mult * hidden * shape["shared_inter"]
         top_k = _first(t, TOP_K) or 1
-        flags = moe_layers(t)
-        n_moe, n_dense = sum(flags), layers - sum(flags)
-        moe_total = n_moe * (experts * expert + shared + hidden * experts)
-        moe_active = n_moe * (top_k * expert + shared + hidden * experts)
+        n_moe = sum(moe_layers(t))
+        groups.update(experts=n_moe * experts * expert, experts_active=n_moe * top_k * expert,
+                      shared_experts=n_moe * mlp_mult * hidden * shape["shared_inter"],
+                      router=n_moe * hidden * experts)
+        n_dense = layers - n_moe
     else:
-        n_dense, moe_total, moe_active = layers, 0, 0
-    dense = n_dense * mlp_mult * hidden * dense_inter
-    total = embed + lm_head + layers * attn + dense + moe_total
-    active = lm_head + layers * attn + dense + moe_active
-    return round(total / 1e9, 2), round(active / 1e9, 2)
+        n_dense = layers
+    groups["dense_mlp"] = n_dense * mlp_mult * hidden * dense_inter
+    return groups
 
 
 def _attention_params(t: dict, hidden: int, heads: int) -> int:

@@ -78,6 +78,10 @@ def _from_block(q: dict, source: str) -> tuple[str, dict]:
     if method == "compressed-tensors":
         details["scheme"] = _ct_scheme(q)
         details.setdefault("group_size", _group_size(q))
+        details["groups"] = _ct_groups(q)
+        ignore = q.get("ignore")
+        if isinstance(ignore, list):
+            details["ignore"] = [p for p in ignore if isinstance(p, str)][:4096]
         return "compressed-tensors", details
     return method or "unknown", details
 
@@ -119,6 +123,24 @@ def _ct_scheme(q: dict) -> str | None:
     if kind == "int" and bits:
         return f"w{bits}a{a.get('num_bits') or 16}"
     return fmt
+
+
+def _ct_groups(q: dict) -> list[dict]:
+    """compressed-tensors `config_groups`, reduced to what sizing needs: the weights'
+    bits, type, strategy and group size, and the module targets the group covers."""
+    out = []
+    for g in _dict(q.get("config_groups")).values():
+        if not isinstance(g, dict):
+            continue
+        w = _dict(g.get("weights"))
+        targets = [t for t in g.get("targets") or [] if isinstance(t, str)] if isinstance(g.get("targets"), list) else []
+        bits = w.get("num_bits")
+        if isinstance(bits, int) and 0 < bits <= 32:
+            size = w.get("group_size")
+            out.append({"bits": bits, "type": str(w.get("type") or "int"), "strategy": str(w.get("strategy") or ""),
+                        "group_size": size if isinstance(size, int) and size > 0 else None,
+                        "symmetric": w.get("symmetric") is not False, "targets": targets[:256]})
+    return out
 
 
 def _dict(v) -> dict:

@@ -206,14 +206,17 @@ def launch(model: str = typer.Option(..., "--model", help="config.json, a model 
            goal: str = typer.Option("throughput", "--goal", help="throughput or latency."),
            version: Optional[str] = typer.Option(None, "--version", help="Engine version (default: newest catalog)."),
            model_path: Optional[str] = typer.Option(None, "--model-path", help="What the command should load, when --model is a local config file."),
+           workload: Optional[str] = typer.Option(None, "--workload", help="INPUT:OUTPUT tokens per request (e.g. 1024:1024), or a benchmark file / run directory to read them from."),
+           dataset: Optional[str] = typer.Option(None, "--dataset", help="random: the engine benchmark's random-dataset lengths."),
+           concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="The load to serve (default: what the KV cache holds)."),
            as_json: bool = typer.Option(False, "--json")):
-    """A recommended launch command for a model on given GPUs, every flag explained."""
+    """A recommended launch command for a model on given GPUs, sized for the workload, every flag explained."""
     from pathlib import Path as _P
 
     from ingest.hf_config import load_profile
     from ingest.nvidia_smi import hardware_from_string
     from kb.flags import catalog
-    from kb.launch import plan
+    from kb.launch import plan, workload_from, workload_from_runs
 
     _check_engine(engine)
     if goal not in ("throughput", "latency"):
@@ -224,7 +227,13 @@ def launch(model: str = typer.Option(..., "--model", help="config.json, a model 
     path = model_path or (str(spec.parent) if spec.is_file() else model)
     if model_path:
         profile = profile.model_copy(update={"name": model_path})
-    p = plan(profile, hw, engine, catalog(engine, version), path, context, goal)
+    if workload and _P(workload).exists():
+        from ingest.run import read_run
+
+        wl = workload_from_runs(read_run([_P(workload)]).bench, concurrency, workload)
+    else:
+        wl = workload_from(workload, dataset, concurrency, engine)
+    p = plan(profile, hw, engine, catalog(engine, version), path, context, goal, wl)
     p.notes = warnings + p.notes
     if as_json:
         typer.echo(p.model_dump_json(indent=2))
@@ -244,6 +253,10 @@ def launch(model: str = typer.Option(..., "--model", help="config.json, a model 
     typer.echo(f"  KV cache  {m.kv_per_gpu_gib:,.2f} GiB / {m.kv_bytes_per_token_per_gpu:,} B per token ({m.kv_dtype}) = "
                f"{m.kv_tokens:,} tokens" + (" (× DP attention ranks)" if m.dp_attention else ""))
     typer.echo(f"  requests  {m.full_context_requests:,} at the full {m.context:,}-token context; running cap {m.max_running}")
+    typer.echo("")
+    typer.echo("Sized for the workload")
+    for line in p.sizing:
+        typer.echo(f"  {line}")
     typer.echo("")
     typer.echo("Flags")
     for f in p.flags:

@@ -285,6 +285,9 @@ class ModelProfile(BaseModel):
     dtype: str | None = None
     params_b: float | None = None
     active_params_b: float | None = None
+    # billions per module kind (embed, lm_head, attention, dense_mlp, experts, experts_active,
+    # shared_experts, router): what quantization schemes target or leave out
+    param_groups_b: dict[str, float] = Field(default_factory=dict)
     source: str | None = None
 
 

@@ -136,3 +136,114 @@ def test_memory_never_exceeds_the_gpus(s, gpu, count, engine, goal, context):
     assert mem.weights_per_gpu_gib + kv_pool <= hw.memory_gb * mem.fraction + 1e-6
     assert mem.tp * mem.pp * max(1, mem.dp if not mem.dp_attention else 1) <= hw.count
     assert mem.kv_tokens >= context and mem.max_running >= 1
+
+
+# ---------------------------------------------------------------- compressed-tensors weights
+
+
+QUANT_BLOCKS = DATA / "quant_blocks"
+
+
+def test_kimi_k25_int4_experts_are_sized_from_config_groups(kb):
+    # text_config.quantization_config: int4 group-32 routed experts; attention, shared experts,
+    # dense MLP and lm_head ignored (16-bit). The published checkpoint is about 595 GB.
+    from ingest.hf_config import load_profile
+    from kb.launch import weight_bytes
+
+    p = load_profile(CFG / "p3_moonshotai--Kimi-K2.5_config.json")
+    assert p.quantization == "compressed-tensors" and p.quant_details["groups"][0]["bits"] == 4
+    assert 585e9 < weight_bytes(p) < 600e9
+    out = launch(kb, "p3_moonshotai--Kimi-K2.5_config.json", "moonshotai/Kimi-K2.5", "8x H200", "sglang")
+    check_valid(out)
+    assert out["memory"]["weights_total_gib"] < 560 and out["memory"]["kv_tokens"] > 0
+
+
+@pytest.mark.parametrize("block,linear_bytes,lm_head_bytes", [
+    ("nm-testing--DeepSeek-Coder-V2-Lite-Instruct-W8A8", 1.03, 2.0),   # int8 per channel, lm_head ignored
+    ("nm-testing--Phi-3-mini-128k-instruct-FP8", 1.03, 2.0),           # FP8 per tensor, lm_head ignored
+    ("BrainForge--Devstral-2-123B-Instruct-2512-NVFP4", 0.5625, 0.5625),  # FP4 + FP8 scale per 16, nothing ignored
+])
+def test_compressed_tensors_forms(block, linear_bytes, lm_head_bytes):
+    # a real published quantization block on a real model's shapes (Llama-3.1-70B's config.json)
+    from ingest.hf_config import profile_from_config
+    from kb.launch import weight_bytes
+
+    cfg = json.loads((CFG / "p3_llama-3.1-70b-instruct.config.json").read_text())
+    cfg["quantization_config"] = json.loads((QUANT_BLOCKS / f"{block}.quantization_config.json").read_text())
+    p = profile_from_config(cfg)
+    g = p.param_groups_b
+    expected = (g["attention"] + g["dense_mlp"]) * linear_bytes + g["lm_head"] * lm_head_bytes + g["embed"] * 2.0
+    assert weight_bytes(p) == pytest.approx(expected * 1e9, rel=1e-6)
+    assert weight_bytes(p) < 0.6 * p.params_b * 2e9  # far below the 16-bit size
+
+
+# ---------------------------------------------------------------- refusals and workload sizing
+
+
+def test_refusal_says_what_would_fit(kb):
+    proc = kb("launch", "--model", CFG / "p3_Qwen--Qwen3-30B-A3B_config.json", "--gpus", "1x L40", "--engine", "vllm")
+    assert proc.returncode == 1 and not proc.stdout
+    err = proc.stderr
+    assert "does not fit on 1x L40" in err and "what would fit:" in err
+    assert "2x L40: TP2" in err and "the FP8 checkpoint of the same model" in err and "4-bit checkpoint" in err
+    import re
+    kv = [int(x.replace(",", "")) for x in re.findall(r"KV ([\d,]+) tokens", err)]
+    assert len(kv) >= 3 and all(k >= 32768 for k in kv)  # every alternative holds a full-context request
+
+
+def test_glm5_running_cap_is_sized_for_the_workload_not_half_the_context(kb):
+    out = launch(kb, "p3_nvidia--GLM-5-NVFP4_config.json", "nvidia/GLM-5-NVFP4", "8x RTX PRO 6000", "sglang")
+    m, f = out["memory"], flags(out)
+    held = m["kv_tokens"] // 2048  # the assumed 1,024:1,024 workload
+    assert m["workload_requests"] == held and f["--max-running-requests"] == min(held, 512)
+    assert f["--max-running-requests"] >= 256  # the story benchmarks at 128-256 concurrency
+    assert f["--cuda-graph-max-bs-decode"] >= f["--max-running-requests"]
+    assert out["workload"]["input_len"] == 1024 and "assumed" in out["workload"]["source"]
+    assert any(line.startswith("running cap: min(") for line in out["sizing"])
+
+
+def test_asked_load_and_lengths_drive_the_flags(kb):
+    out = launch(kb, "p3_llama-3.1-70b-instruct.config.json", "meta-llama/Llama-3.1-70B-Instruct", "4x H100", "vllm",
+                 "--workload", "20000:500", "--concurrency", "16")
+    f = flags(out)
+    assert f["--max-num-seqs"] == 16 and f["--max-cudagraph-capture-size"] == 16
+    assert f["--max-num-batched-tokens"] == 32768  # one 20,000-token prompt per step, rounded to a power of two
+
+
+def test_load_that_cannot_be_held_says_what_would(kb):
+    out = launch(kb, "p3_deepseek-v3.config.json", "deepseek-ai/DeepSeek-V3", "8x H200", "sglang",
+                 "--workload", "4000:1000", "--concurrency", "2000")
+    f = flags(out)
+    assert f["--max-running-requests"] == out["memory"]["workload_requests"] < 2000
+    note = next(n for n in out["notes"] if "fewer than the 2,000 asked" in n)
+    assert "what would hold them" in note
+
+
+def test_workload_read_from_a_benchmark_file(kb):
+    bench = DATA / "samples" / "sglang_bench_text" / "run-sglang-0.5.5_random_c128.txt"
+    out = launch(kb, "p3_llama-3.1-70b-instruct.config.json", "m", "4x H100", "sglang", "--workload", str(bench))
+    assert "read from" in out["workload"]["source"] and out["workload"]["concurrency"] == 128
+
+
+def test_bad_workload_is_one_line_exit_1(kb):
+    proc = kb("launch", "--model", CFG / "p3_llama-3.1-70b-instruct.config.json", "--gpus", "4x H100", "--engine",
+              "vllm", "--workload", "lots")
+    assert proc.returncode == 1 and "expected INPUT:OUTPUT" in proc.stderr and "Traceback" not in proc.stderr
+
+
+CONFIGS = sorted(p.name for p in CFG.glob("*config.json") if not p.name.endswith("hf_quant_config.json"))
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("config", CONFIGS)
+def test_diagnose_does_not_undo_what_launch_chose(kb, config, engine):
+    # kb diagnose on kb launch's own command (no other evidence) must not change a value launch set
+    gpus = "8x B200"
+    out = launch(kb, config, "org/model", gpus, engine)
+    chosen = flags(out)
+    d = kb("diagnose", CFG / config, "--launch", out["command"], "--gpu", gpus, "--engine", engine, "--json",
+           check_json=True)
+    for rec in d["recommendations"]:
+        for c in rec.get("changes", []):
+            if c.get("flag") in chosen:
+                assert str(c.get("value")) == str(chosen[c["flag"]]), (rec["title"], c, chosen[c["flag"]])
