@@ -356,7 +356,7 @@ def estimate_params(t: dict) -> tuple[float | None, float | None]:
     groups = param_groups(t)
     if not groups:
         return None, None
-    active = sum(v for k, v in groups.items() if k not in ("embed", "experts")) + groups.get("experts_active", 0)
+    active = sum(v for k, v in groups.items() if k not in ("embed", "experts"))  # experts_active stands in for experts
     total = sum(v for k, v in groups.items() if k != "experts_active")
     return round(total / 1e9, 2), round(active / 1e9, 2)
 
