@@ -4,7 +4,9 @@
 
 --set (alias --scenarios) picks the scenario directory; the default is
 tests/data/diagnosis/ (the set the rules were improved on). The held-out set is
-tests/data/diagnosis_heldout/ (same layout, collected later, never tuned on).
+tests/data/diagnosis_heldout/ (same layout, collected later, never tuned on), and
+tests/data/diagnosis_2026/ is the frozen 2026 set (37 cases on the 2026 topics, labelled
+before kb was run, thin evidence such as one pasted paragraph; see its README).
 
 Every directory under tests/data/diagnosis/ is one public case (an issue thread,
 a pull request or a write-up) where people posted their evidence and a fix was
@@ -18,7 +20,10 @@ and diagnosed in-process by kb.diagnose.diagnose with the shipped findings
 indexed in a temporary KB_HOME. Reported: hit@1 and hit@3 of the confirmed fix
 class among the recommendations' fix classes, a table of every scenario, and for
 each miss why kb missed it (evidence not read, signal missing, no rule for that
-fix class, rule silent, or ranked too low). Prints tables; exits 0.
+fix class, rule silent, or ranked too low); also the share of scenarios where kb
+recommended nothing and, when a scenario lists several acceptable classes
+(`fix_classes` in scenario.json, the confirmed class first), hit@3 of any of them.
+Prints tables; exits 0.
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ class Result:
     all_classes: list[str]
     signals: list[str]
     files: list[dict]
+    labels: list[str] = field(default_factory=list)  # all acceptable classes, the confirmed one first
     reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -67,6 +73,14 @@ class Result:
     @property
     def hit3(self) -> bool:
         return self.label in self.top[:3]
+
+    @property
+    def hit3_any(self) -> bool:
+        return any(c in self.top[:3] for c in self.labels or [self.label])
+
+    @property
+    def empty(self) -> bool:
+        return not self.all_classes
 
 
 def load_scenarios(root: Path) -> list[tuple[Path, dict]]:
@@ -165,8 +179,10 @@ def run_one(d: Path, meta: dict, findings) -> Result:
     ev = read_run(evidence_files(d), config=config, gpu=meta.get("gpu"), engine=meta.get("engine"))
     dx = diagnose(ev, findings)
     classes = [r.fix_class for r in dx.recommendations]
-    res = Result(slug=d.name, label=meta["confirmed_fix_class"], engine=dx.engine, top=classes[:3],
+    label = meta["confirmed_fix_class"]
+    res = Result(slug=d.name, label=label, engine=dx.engine, top=classes[:3],
                  all_classes=classes, signals=[s.id for s in dx.signals],
+                 labels=meta.get("fix_classes") or [label],
                  files=[{"file": Path(f["path"]).name, "read": f.get("kind") or "skipped (not recognised)"}
                         for f in ev.files],
                  warnings=dx.warnings)
@@ -191,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     args.scenarios = args.scenarios.resolve()
+    if not args.scenarios.is_dir():
+        ap.error(f"--set {args.scenarios}: expected a directory of scenarios (one sub-directory per case)")
     scenarios = load_scenarios(args.scenarios)
     with tempfile.TemporaryDirectory(prefix="kb-dq-") as tmp:
         findings = findings_in_temp_home(Path(tmp) / "kbhome")
@@ -199,13 +217,22 @@ def main(argv: list[str] | None = None) -> int:
     n = len(results)
     h1 = sum(r.hit1 for r in results)
     h3 = sum(r.hit3 for r in results)
+    h3_any = sum(r.hit3_any for r in results)
+    empty = sum(r.empty for r in results)
+    multi = any(len(r.labels) > 1 for r in results)
     if args.json:
-        print(json.dumps({"scenarios": n, "hit@1": h1, "hit@3": h3,
-                          "results": [{**r.__dict__, "hit@1": r.hit1, "hit@3": r.hit3} for r in results]}, indent=2))
+        print(json.dumps({"scenarios": n, "hit@1": h1, "hit@3": h3, "hit@3 any labelled class": h3_any,
+                          "recommended nothing": empty,
+                          "results": [{**r.__dict__, "hit@1": r.hit1, "hit@3": r.hit3, "hit@3 any": r.hit3_any}
+                                      for r in results]}, indent=2))
         return 0
 
     print(f"Diagnosis quality over {n} public scenarios ({args.scenarios.relative_to(ROOT) if args.scenarios.is_relative_to(ROOT) else args.scenarios})")
     print(f"  hit@1: {h1}/{n} ({h1 / n:.0%})   hit@3: {h3}/{n} ({h3 / n:.0%})" if n else "  no scenarios")
+    if n:
+        print(f"  recommended nothing: {empty}/{n} ({empty / n:.0%})")
+    if n and multi:
+        print(f"  hit@3, any labelled class: {h3_any}/{n} ({h3_any / n:.0%})")
     print()
     rows = [[r.slug, r.label, ", ".join(r.top) or "(none)", "hit@1" if r.hit1 else "hit@3" if r.hit3 else "miss"]
             for r in results]

@@ -73,3 +73,49 @@ def test_heldout_scenario_is_well_formed_and_readable(d):
     config = str(ROOT / meta["config"]) if meta["config"] else None
     ev = read_run(evidence, config=config, gpu=meta["gpu"], engine=meta["engine"])  # must not raise
     assert {Path(f["path"]).name for f in ev.files} == {p.name for p in evidence}
+
+
+# ---- 2026 set (tests/data/diagnosis_2026): 2026 topics, thin evidence (often one pasted
+# paragraph), labelled before kb ran and frozen. Only its form is checked here; kb is
+# not run on it in tests, and its score is never asserted.
+
+SET_2026 = DATA / "diagnosis_2026"
+DIRS_2026 = sorted(p for p in SET_2026.iterdir() if p.is_dir())
+EVIDENCE_NAMES = {"launch.txt", "bench.txt", "bench-command.txt", "server-log.txt", "nvidia-smi.txt", "prose.txt"}
+
+
+def test_2026_set_has_thirty_cases_and_no_reused_source():
+    assert len(DIRS_2026) >= 30
+    sources = [json.loads((d / "scenario.json").read_text())["source"] for d in DIRS_2026]
+    assert len(set(sources)) == len(sources)  # one case per thread
+    earlier = {json.loads((d / "scenario.json").read_text())["source"] for d in DIRS + HELDOUT_DIRS}
+    assert not earlier & set(sources)
+
+
+def test_2026_set_readme_says_labelled_before_running():
+    text = (SET_2026 / "README.md").read_text()
+    assert "before kb was first run" in text and "frozen" in text
+
+
+@pytest.mark.parametrize("d", DIRS_2026, ids=[d.name for d in DIRS_2026])
+def test_2026_case_is_well_formed(d):
+    from ingest.run import read_run
+
+    meta = json.loads((d / "scenario.json").read_text())
+    url = urlparse(meta["source"])
+    assert url.scheme == "https" and url.netloc == "github.com", meta["source"]
+    assert meta["engine"] in ("sglang", "vllm")
+    assert meta["gpu"] is None or isinstance(meta["gpu"], str)
+    assert meta["config"] is None
+    assert meta["confirmed_fix_class"] in FIX_CLASSES
+    labels = meta["fix_classes"]
+    assert labels[0] == meta["confirmed_fix_class"] and len(set(labels)) == len(labels)
+    assert all(c in FIX_CLASSES and c != "unclassified" for c in labels), labels
+    for key in ("confirmed_fix", "confirmed_by", "topic", "labelled"):
+        assert isinstance(meta[key], str) and meta[key].strip(), key
+    assert isinstance(meta["notes"], str)
+    evidence = sorted(p for p in d.iterdir() if p.is_file() and p.name != "scenario.json")
+    assert evidence and {p.name for p in evidence} <= EVIDENCE_NAMES
+    assert all(p.read_text().strip() for p in evidence)
+    ev = read_run(evidence, config=None, gpu=meta["gpu"], engine=meta["engine"])  # parsing must not raise
+    assert {Path(f["path"]).name for f in ev.files} == {p.name for p in evidence}
