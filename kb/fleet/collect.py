@@ -92,7 +92,7 @@ def selector_matchers(selector: str | None) -> str:
         raise UsageError(f"--selector: expected label matchers in braces, e.g. '{{job=\"vllm\"}}', got {selector!r}")
     if s.startswith("{"):
         s = s[1:-1].strip()
-    if s and not re.match(r'^[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*"', s):
+    if s and not re.match(r'^[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*["\'`]', s):  # PromQL's three string quotes
         raise UsageError(f"--selector: expected label matchers such as '{{job=\"vllm\"}}', got {selector!r}")
     return s.rstrip(",")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -34,6 +35,9 @@ def prometheus(vllm8, tmp_path):
     finally:
         server.stop()
     assert server.proc.poll() is not None, "prometheus still running after stop()"
+    with socket.socket() as s:  # its port is free again (SO_REUSEADDR: TIME_WAIT is fine, a listener is not)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", server.port))
 
 
 def _record(prom_url: str, start: float, end: float, step: str, selector: str, path: Path) -> None:
