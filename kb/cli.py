@@ -41,7 +41,8 @@ def _echo_json(obj) -> None:
     typer.echo(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-_PATHS = typer.Argument(..., help="Benchmark outputs, server logs, config.json, nvidia-smi output, or directories.")
+_PATHS = typer.Argument(None, show_default=False,
+                        help="Benchmark outputs, server logs, config.json, nvidia-smi output, or directories.")
 _CONFIG = typer.Option(None, "--config", help="config.json, a model directory, or a Hugging Face repo id in the local cache.")
 _GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides nvidia-smi files).')
 _ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
@@ -155,13 +156,62 @@ def _run_options(paths, config, gpu, engine, launch, thresholds):
     return ev, load_thresholds(thresholds)
 
 
+# Fleets from Prometheus (kb/fleet): `kb signals|diagnose --prometheus URL` instead of files
+_PROM = typer.Option(None, "--prometheus", help="Prometheus URL: read every vLLM/sglang instance it scrapes instead of files.")
+_PROM_SELECTOR = typer.Option(None, "--selector", help='Label matchers for the instances, e.g. \'{job="vllm"}\'.')
+_PROM_SINCE = typer.Option(None, "--since", help="Range ending now, e.g. 30m, 1h, 2d (default 1h).")
+_PROM_START = typer.Option(None, "--start", help="Range start: RFC 3339 (2026-12-01T15:00:00Z) or Unix seconds.")
+_PROM_END = typer.Option(None, "--end", help="Range end (with --start).")
+_PROM_STEP = typer.Option("15s", "--step", help="Resolution of the range queries (raised to keep 1,000 points per series).")
+_PROM_TOKEN = typer.Option(None, "--prometheus-token", envvar="KB_PROMETHEUS_TOKEN", show_default=False,
+                           help="Bearer token (or the basic-auth password with --prometheus-user); never printed.")
+_PROM_USER = typer.Option(None, "--prometheus-user", help="Basic-auth user name (the password is --prometheus-token).")
+
+
+def _fleet(paths, prometheus, selector, since, start, end, step, token, user, thresholds, as_json, diagnose) -> bool:
+    """`--prometheus`: the fleet report, printed; False when files were given instead."""
+    prom_only = [n for n, v in (("--selector", selector), ("--since", since), ("--start", start), ("--end", end),
+                                ("--prometheus-user", user)) if v]
+    if not prometheus:
+        if prom_only:
+            raise typer.BadParameter(f"{prom_only[0]} needs --prometheus URL", param_hint=prom_only[0])
+        if not paths:
+            raise typer.BadParameter("give run files or directories, or --prometheus URL", param_hint="PATHS")
+        return False
+    if paths:
+        raise typer.BadParameter("give either files or --prometheus, not both", param_hint="--prometheus")
+    from kb.fleet import Query, from_prometheus
+    from kb.fleet.collect import UsageError
+    from kb.fleet.report import report
+    from kb.signals import load_thresholds
+
+    th = load_thresholds(thresholds)
+    findings = None
+    if diagnose:
+        from kb import index as kbindex
+
+        findings = _store().read(_loader(), kbindex.all_records)
+    try:
+        fleet = from_prometheus(Query(prometheus, selector, since, start, end, step, token, user), th, findings)
+    except UsageError as e:
+        raise typer.BadParameter(str(e)) from None
+    typer.echo(json.dumps(fleet.to_json(), indent=2, default=str) if as_json else report(fleet, diagnose))
+    return True
+
+
 @app.command()
-def signals(paths: List[Path] = _PATHS, config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
+def signals(paths: Optional[List[Path]] = _PATHS, config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
             engine: Optional[str] = _ENGINE, launch: Optional[str] = _LAUNCH, thresholds: Optional[str] = _THRESHOLDS,
+            prometheus: Optional[str] = _PROM, selector: Optional[str] = _PROM_SELECTOR, since: Optional[str] = _PROM_SINCE,
+            start: Optional[str] = _PROM_START, end: Optional[str] = _PROM_END, step: str = _PROM_STEP,
+            prometheus_token: Optional[str] = _PROM_TOKEN, prometheus_user: Optional[str] = _PROM_USER,
             as_json: bool = typer.Option(False, "--json")):
-    """The symptoms this run shows, with their evidence."""
+    """The symptoms this run shows, with their evidence (or every instance's, from Prometheus)."""
     from kb.signals import detect
 
+    if _fleet(paths, prometheus, selector, since, start, end, step, prometheus_token, prometheus_user,
+              thresholds, as_json, diagnose=False):
+        return
     _check_engine(engine)
     ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
     found = detect(ev, th)
@@ -184,13 +234,20 @@ def _check_engine(engine):
 
 
 @app.command()
-def diagnose(paths: List[Path] = _PATHS, config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
+def diagnose(paths: Optional[List[Path]] = _PATHS, config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
              engine: Optional[str] = _ENGINE, launch: Optional[str] = _LAUNCH, thresholds: Optional[str] = _THRESHOLDS,
+             prometheus: Optional[str] = _PROM, selector: Optional[str] = _PROM_SELECTOR,
+             since: Optional[str] = _PROM_SINCE, start: Optional[str] = _PROM_START, end: Optional[str] = _PROM_END,
+             step: str = _PROM_STEP, prometheus_token: Optional[str] = _PROM_TOKEN,
+             prometheus_user: Optional[str] = _PROM_USER,
              as_json: bool = typer.Option(False, "--json")):
     """Signals, then ranked recommendations with exact commands and the findings behind them."""
     from kb import index as kbindex
     from kb.diagnose import diagnose as run_diagnose, report
 
+    if _fleet(paths, prometheus, selector, since, start, end, step, prometheus_token, prometheus_user,
+              thresholds, as_json, diagnose=True):
+        return
     _check_engine(engine)
     ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
     store = _store()

@@ -141,12 +141,16 @@ def running_cap_with_queue(ev: RunEvidence, t: dict) -> Signal | None:
     shown = sorted(by_origin.values(), key=lambda c: c is not best)
     evidence = []
     for c_tr, c_cap, c_run, c_frac, c_n, c_ex in shown:
-        metrics = c_tr.stats.get("origin") == "metrics"
-        what = (f"/metrics samples at concurrency {c_tr.stats.get('level')}" if metrics else "stats lines")
+        origin = c_tr.stats.get("origin")
+        metrics = origin == "metrics"
+        what = (f"/metrics samples at concurrency {c_tr.stats.get('level')}" if metrics
+                else f"busy Prometheus steps of {c_tr.stats.get('step_s'):g} s" if origin == "prometheus"
+                else "stats lines")
         evidence.append(_ev(f"running requests reach {c_run} (cap {c_cap}) while {c_frac:.0%} of {c_n} {what} "
                             f"show a waiting queue (max {c_tr.stats.get('queued_max')})", Where(path=c_tr.source)))
         if c_ex:
-            evidence.append(_ev(("/metrics: " if metrics else "") + f"running {c_ex.running}, queued {c_ex.queued}"
+            head = "/metrics: " if metrics else f"Prometheus at {c_ex.time}: " if origin == "prometheus" else ""
+            evidence.append(_ev(head + f"running {c_ex.running}, queued {c_ex.queued}"
                                 + (f", token usage {c_ex.token_usage:.2f}" if c_ex.token_usage is not None else ""),
                                 Where(path=c_tr.source, line=c_ex.line)))
     return Signal(id="running-cap-with-queue", title="Running requests pinned at the cap while requests queue",

@@ -12,7 +12,7 @@ from ingest.run import read_run
 SAMPLES = DATA / "samples"
 # console tables of GenAI-Perf / AIPerf / GuideLLM are not parsed: their JSON exports are
 CONSOLE_ONLY = ("_console.txt",)
-NOT_RUN_FILES = ("live",)  # HTTP responses of live servers (kb probe's test data)
+NOT_RUN_FILES = ("live", "prometheus")  # HTTP answers of live servers and Prometheus (kb probe, kb diagnose --prometheus)
 
 
 def sample_files():

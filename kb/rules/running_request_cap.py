@@ -32,8 +32,8 @@ def check(ctx: RuleContext) -> Proposal | None:
     new = target_running_cap(ctx)
     if not new:
         return None
-    flag = change(ctx, "max_running_requests", new,
-                  f"evidence asks for {new} running requests (highest load tested {ctx.max_level()}, cap {cap})")
+    tested = f"highest load tested {ctx.max_level()}, " if ctx.max_level() else ""  # none: a trace without a benchmark
+    flag = change(ctx, "max_running_requests", new, f"evidence asks for {new} running requests ({tested}cap {cap})")
     if not flag:
         return None
     flag.current = cap
