@@ -362,13 +362,16 @@ _LEVEL_TIME = typer.Option(900.0, "--max-level-time", min=1.0, help="Hard cap on
 _CHUNK_TIMEOUT = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk.")
 
 
-def _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout, max_level_time):
+def _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout, max_level_time,
+                   rate: str | None = None, slo: str | None = None):
+    from kb.live import slo as slos
     from kb.live.client import Timeouts
-    from kb.live.sweep import SweepOptions, parse_levels
+    from kb.live.sweep import SweepOptions, parse_levels, parse_rates
 
-    return SweepOptions(levels=parse_levels(concurrency), requests=requests, duration=duration, input_len=input_len,
-                        output_len=output_len, max_level_time=max_level_time, progress=True,
-                        timeouts=Timeouts(connect=connect_timeout, read=timeout))
+    return SweepOptions(levels=parse_rates(rate) if rate else parse_levels(concurrency), requests=requests,
+                        duration=duration, input_len=input_len, output_len=output_len, max_level_time=max_level_time,
+                        progress=True, timeouts=Timeouts(connect=connect_timeout, read=timeout), rate=bool(rate),
+                        slo=slos.parse(slo) if slo else None)
 
 
 def _probe_timeouts(connect_timeout: float, timeout: float):
@@ -406,21 +409,34 @@ def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
           api_key: Optional[str] = _API_KEY,
           timeout: float = _CHUNK_TIMEOUT,
           connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
+          rate: Optional[str] = typer.Option(None, "--rate", help="Request rates (req/s, Poisson arrivals) instead of concurrencies, e.g. 0.5,1,2,4."),
+          slo: Optional[str] = typer.Option(None, "--slo", help='Objectives, e.g. "ttft_p99<=2000ms,tpot_p50<=50ms": per level the share of requests meeting them and the goodput.'),
+          find_max: bool = typer.Option(False, "--find-max", help="Search the highest level meeting --slo: double from the first level, then bisect."),
+          max_level: float = typer.Option(1024, "--max-level", min=0.01, help="Highest level --find-max may try."),
           as_json: bool = typer.Option(False, "--json")):
     """Streaming load over concurrency levels: throughput, TTFT, TPOT, ITL and /metrics samples."""
-    from kb.errors import ServerError
+    from kb.errors import ServerError, UsageError
     from kb.live.doctor import level_summary
     from kb.live.probe import probe as do_probe
-    from kb.live.sweep import sweep as do_sweep, table
+    from kb.live.sweep import sweep as do_sweep, sweep_find_max, table
 
+    if find_max and not slo:
+        raise UsageError("--find-max needs --slo: the objectives a level must meet")
     opts = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
-                          max_level_time)
+                          max_level_time, rate, slo)
     p = do_probe(url, api_key, _probe_timeouts(connect_timeout, timeout))
-    res = do_sweep(p, opts, api_key, out)
+    found = None
+    if find_max:
+        found, res = sweep_find_max(p, opts, max_level, api_key, out)
+    else:
+        res = do_sweep(p, opts, api_key, out)
+    unit = "req/s" if rate else "concurrent requests"
     if as_json:
         _echo_json({"url": p.url, "engine": p.engine, "version": p.version, "model": p.model,
                     "input_len": input_len, "output_len": output_len, "prompt_tokens": res.prompt_tokens,
                     "out": str(out) if out else None, "levels": [level_summary(r) for r in res.levels],
+                    "find_max": None if found is None else {"best": found.best, "broke_at": found.broke_at,
+                                                            "why": found.why, "tried": found.tried, "unit": unit},
                     "interrupted": res.interrupted, "error": res.error, "warnings": res.warnings})
     else:
         typer.echo(f"kb sweep — {p.url} · {p.engine or 'unknown engine'} {p.version or ''} · {p.model}".replace("  ", " "))
@@ -429,6 +445,11 @@ def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
             typer.echo(table(res.levels))
         for w in res.warnings:
             typer.echo(f"warning: {w}")
+        if found is not None:
+            typer.echo(f"highest level meeting the SLO: {found.best if found.best is not None else 'none'} {unit}"
+                       + (f"; broke at {found.broke_at:g}: {'; '.join(found.why)}" if found.broke_at is not None else
+                          f" (the ceiling --max-level {max_level:g} still meets it)")
+                       + f"  [tried {', '.join(f'{t:g}' for t in found.tried)}]")
         if out and res.levels and not res.error and not res.interrupted:
             typer.echo(f"written to {out}")
     if res.error:
@@ -471,6 +492,47 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
         raise typer.Exit(130)
 
 
+@app.command()
+def tune(launch: str = typer.Option(..., "--launch", help='The server\'s launch command, quoted: "vllm serve …" or "python -m sglang.launch_server …" (KEY=VALUE prefixes become its environment).'),
+         goal: str = typer.Option("throughput", "--goal", help="throughput or latency."),
+         slo: Optional[str] = typer.Option(None, "--slo", help='Objectives each kept configuration must meet, e.g. "ttft_p99<=2000ms,tpot_p50<=50ms".'),
+         budget_minutes: float = typer.Option(60.0, "--budget-minutes", min=0.1, help="Stop starting trials after this many minutes."),
+         max_trials: int = typer.Option(8, "--max-trials", min=0, help="Candidate trials at most (the baseline not counted)."),
+         dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; start nothing."),
+         candidate: Optional[List[str]] = typer.Option(None, "--candidate", help='Flag changes to try first, e.g. "--max-num-seqs 64" (repeatable).'),
+         concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS, duration: Optional[float] = _DURATION,
+         input_len: int = _INPUT_LEN, output_len: int = _OUTPUT_LEN,
+         rate: Optional[str] = typer.Option(None, "--rate", help="Sweep request rates instead of concurrencies."),
+         config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
+         out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where trial logs and sweeps go (default $KB_HOME/runs/tune-TIME)."),
+         start_timeout: float = typer.Option(600.0, "--start-timeout", min=1.0, help="Seconds a server may take to answer /health."),
+         no_attach: bool = typer.Option(False, "--no-attach", help="Do not record the result as a finding."),
+         timeout: float = _CHUNK_TIMEOUT, connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
+         as_json: bool = typer.Option(False, "--json")):
+    """Start the server, sweep, diagnose, try kb's recommended changes one by one, keep what works, record it."""
+    import time as _time
+
+    from kb.errors import UsageError
+    from kb import index as kbindex
+    from kb.tune import TuneOptions, report as tune_report, tune as do_tune
+
+    if goal not in ("throughput", "latency"):
+        raise UsageError("--goal: expected throughput or latency")
+    store = _store()
+    sw = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
+                        max_level_time, rate, slo)
+    sw.progress = False
+    workdir = out_dir or store.home / "runs" / f"tune-{_time.strftime('%Y%m%d-%H%M%S')}"
+    opts = TuneOptions(launch=launch, sweep=sw, goal=goal, budget_minutes=budget_minutes, max_trials=max_trials,
+                       dry_run=dry_run, candidates=list(candidate or []), config=config, gpu=gpu, workdir=workdir,
+                       start_timeout=start_timeout, attach=not no_attach)
+    res = do_tune(opts, store.read(_loader(), kbindex.all_records), store)
+    typer.echo(json.dumps(res.to_json(), indent=2, default=str) if as_json else tune_report(res))
+    if res.interrupted:
+        typer.echo("kb: interrupted: every server kb started is stopped", err=True)
+        raise typer.Exit(130)
+
+
 def main() -> None:
     try:
         from kb.askcli import main as plain_ask
@@ -478,10 +540,11 @@ def main() -> None:
         if not plain_ask(sys.argv[1:]):  # a plain `kb ask` skips building typer's command line
             app()
     except KbError as e:
+        from kb.errors import UsageError
         from kb.redact import redact_text
 
         typer.echo(f"kb: error: {redact_text(str(e))}", err=True)  # a message may quote a server's answer
-        sys.exit(1)
+        sys.exit(2 if isinstance(e, UsageError) else 1)
     except KeyboardInterrupt:
         typer.echo("kb: interrupted", err=True)
         sys.exit(130)

@@ -5,7 +5,8 @@ mapped to these where they enter, so the CLI can print one clear line.
     ├── InputError               a bad input file: names the file and, where known, the line
     ├── NotFoundError            an id, path or model that does not exist
     ├── IndexError_              the index could not be read or written
-    └── ServerError              a live server could not be reached or answered badly
+    ├── ServerError              a live server could not be reached or answered badly
+    └── UsageError               options that cannot work together or a value kb cannot read (exit 2)
 """
 
 from __future__ import annotations
@@ -34,3 +35,7 @@ class IndexError_(KbError):
 
 class ServerError(KbError):
     pass
+
+
+class UsageError(KbError):
+    """A usage mistake the option parser could not catch (exit 2, like typer's own)."""

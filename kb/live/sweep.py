@@ -63,13 +63,15 @@ class SweepOptions:
     timeouts: cl.Timeouts = field(default_factory=lambda: cl.Timeouts(connect=5.0, read=60.0))
     seed: int = 0
     progress: bool = False  # a progress line on stderr
+    rate: bool = False  # levels are request rates (req/s, Poisson arrivals), not concurrencies
+    slo: list | None = None  # kb.live.slo objectives: each level gets its goodput and verdict
 
-    def requests_for(self, c: int) -> int:
+    def requests_for(self, c: float) -> int:
         if self.requests:
             return self.requests
         if self.duration:
             return 1_000_000  # the duration bounds the level
-        return max(16, 4 * c)
+        return max(16, 4 * math.ceil(c))
 
 
 @dataclass
@@ -118,7 +120,7 @@ def _stats(prefix: str, metric: str, vals_s: list[float], pcts: tuple[int, ...])
     return out
 
 
-def summarise(c: int, outcomes: list[Outcome], duration: float, opts: SweepOptions, model: str | None,
+def summarise(c: float, outcomes: list[Outcome], duration: float, opts: SweepOptions, model: str | None,
               engine: str | None, issued: int) -> dict[str, Any]:
     done = [o for o in outcomes if o.ok]
     total_in = sum(o.prompt_tokens for o in done)
@@ -131,7 +133,8 @@ def summarise(c: int, outcomes: list[Outcome], duration: float, opts: SweepOptio
         if not o.ok:
             errors[o.error or "failed"] = errors.get(o.error or "failed", 0) + 1
     row: dict[str, Any] = {
-        "backend": engine or "openai", "dataset_name": DATASET, "request_rate": "inf", "max_concurrency": c,
+        "backend": engine or "openai", "dataset_name": DATASET,
+        "request_rate": c if opts.rate else "inf", "max_concurrency": None if opts.rate else c,
         "num_prompts": issued, "random_input_len": opts.input_len, "random_output_len": opts.output_len,
         "model": model, "duration": duration, "completed": len(done), "failed": len(outcomes) - len(done),
         "total_input_tokens": total_in, "total_output_tokens": total_out,
@@ -323,7 +326,7 @@ class Progress:
         self.enabled = enabled and sys.stderr.isatty()
         self.last = 0.0
 
-    def show(self, c: int, done: int, total: int | None, failed: int, t0: float, force: bool = False) -> None:
+    def show(self, c: float, done: int, total: int | None, failed: int, t0: float, force: bool = False) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
@@ -334,7 +337,7 @@ class Progress:
         frac = done / total if total else 0.0
         bar = "#" * int(width * frac) + "." * (width - int(width * frac))
         tot = f"/{total}" if total and total < 1_000_000 else ""
-        sys.stderr.write(f"\r  c={c:<5} [{bar}] {done}{tot} requests  {time.monotonic() - t0:6.1f} s"
+        sys.stderr.write(f"\r  c={c:<5g} [{bar}] {done}{tot} requests  {time.monotonic() - t0:6.1f} s"
                          + (f"  {failed} failed" if failed else "") + "   ")
         sys.stderr.flush()
 
@@ -461,10 +464,45 @@ async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, 
             progress.show(c, len(outcomes), n if not opts.duration else None,
                           sum(1 for x in outcomes if not x.ok), m0)
 
+    async def arrivals(wc: httpx.AsyncClient) -> None:
+        """Open loop at `c` requests/s: exponential gaps (a Poisson process, as the
+        engines' serving benchmarks draw them), each request on its own task."""
+        nonlocal issued
+        rng = random.Random(opts.seed * 7919 + int(c * 1000))
+        inflight: set[asyncio.Task] = set()
+        due = time.perf_counter()
+        while not level_stop.is_set() and issued < n and not (deadline and time.perf_counter() >= deadline):
+            wait = due - time.perf_counter()
+            if wait > 0:
+                try:
+                    await asyncio.wait_for(level_stop.wait(), wait)
+                    break
+                except asyncio.TimeoutError:
+                    pass
+            i = issued
+            issued += 1
+            body = {"prompt": prompts.get(int(c * 1000) * 1_000_003 + i), "max_tokens": opts.output_len,
+                    "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": True}
+            if probe.model:
+                body["model"] = probe.model
+            t = asyncio.create_task(one_request(wc, url, body))
+            t.add_done_callback(lambda d: outcomes.append(d.result()) if not d.cancelled() and not d.exception() else None)
+            inflight.add(t)
+            t.add_done_callback(inflight.discard)
+            due += rng.expovariate(c)
+        if inflight:
+            await asyncio.gather(*inflight, return_exceptions=True)
+
     samp_stop = asyncio.Event()
     samp_task = asyncio.create_task(sampler.run(t0, samp_stop)) if sampler else None
-    clients = [make_client() for _ in range(c)]
-    tasks = [asyncio.create_task(worker(wc)) for wc in clients]
+    if opts.rate:  # one pooled client: arrivals are not bounded by a worker count
+        clients = [httpx.AsyncClient(timeout=http.timeout, headers=http.headers, follow_redirects=False,
+                                     trust_env=False, verify=ssl_context(),
+                                     limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))]
+        tasks = [asyncio.create_task(arrivals(clients[0]))]
+    else:
+        clients = [make_client() for _ in range(c)]
+        tasks = [asyncio.create_task(worker(wc)) for wc in clients]
     truncated = False
     stopper = asyncio.create_task(level_stop.wait())
     end = t0
@@ -570,6 +608,10 @@ async def _sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None, ou
                                  f"{failed[0].error}")
                     break
                 row = summarise(c, outcomes, duration, opts, probe.model, probe.engine, issued)
+                if opts.slo:
+                    from kb.live import slo
+
+                    row["slo"] = slo.evaluate(opts.slo, outcomes, duration, row)
                 row["tool"] = TOOL
                 row["truncated"] = truncated
                 if truncated:
@@ -612,9 +654,12 @@ def ssl_context():
 def check_lengths(probe: ProbeResult, opts: SweepOptions) -> None:
     if opts.input_len < 1 or opts.output_len < 1:
         raise ServerError("--input-len and --output-len must be at least 1")
-    if not opts.levels or any(c < 1 for c in opts.levels):
+    if opts.rate:
+        if not opts.levels or any(not (0 < r <= 10_000) for r in opts.levels):
+            raise ServerError("--rate needs request rates above 0 and at most 10000 req/s, e.g. 0.5,1,2,4")
+    elif not opts.levels or any(c < 1 for c in opts.levels):
         raise ServerError("--concurrency needs positive levels, e.g. 1,8,32,128")
-    if max(opts.levels) > 4096:
+    elif max(opts.levels) > 4096:
         raise ServerError("--concurrency above 4096 is not supported")
     ctx = probe.max_model_len
     if ctx and opts.input_len + opts.output_len > ctx:
@@ -629,6 +674,59 @@ def sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None = None, ou
     return asyncio.run(_sweep(probe, opts, api_key, out, on_level))
 
 
+def sweep_find_max(probe: ProbeResult, opts: SweepOptions, ceiling: float, api_key: str | None = None,
+                   out: Path | None = None):
+    """The highest level (concurrency, or request rate with opts.rate) whose level meets
+    opts.slo, by doubling from opts.levels[0] and bisecting (kb.live.slo.find_max).
+    Returns (FindMax, SweepResult with every level run, in the order run)."""
+    from dataclasses import replace
+
+    from kb.live import slo
+
+    check_lengths(probe, replace(opts, levels=[opts.levels[0], ceiling]))
+    res = SweepResult()
+    if out:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text("")
+
+    def measure(level: float) -> dict | None:
+        if res.interrupted or res.error:
+            return None
+        one = sweep(probe, replace(opts, levels=[level if opts.rate else int(level)]), api_key)
+        res.warnings += one.warnings
+        res.prompt_words, res.prompt_tokens = one.prompt_words, one.prompt_tokens
+        if one.interrupted:
+            res.interrupted = True
+        if not one.levels:
+            res.error = one.error
+            return None
+        row = one.levels[0]
+        res.levels.append(row)
+        if out:
+            with open(out, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(row) + "\n")
+        return row
+
+    found = slo.find_max(measure, opts.levels[0], ceiling, integer=not opts.rate)
+    return found, res
+
+
+def parse_rates(text: str) -> list[float]:
+    try:
+        rates = [float(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise ServerError(f"--rate {text!r}: expected comma-separated request rates, e.g. 0.5,1,2,4") from None
+    if not rates or any(not math.isfinite(r) for r in rates):
+        raise ServerError(f"--rate {text!r}: expected comma-separated finite request rates, e.g. 0.5,1,2,4")
+    return rates
+
+
+def level_of(row: dict) -> float:
+    """A sweep row's load level: its concurrency, or its request rate in rate mode."""
+    c = row.get("max_concurrency")
+    return c if c is not None else float(row.get("request_rate") or 0)
+
+
 def parse_levels(text: str) -> list[int]:
     try:
         levels = [int(x) for x in text.replace(" ", "").split(",") if x]
@@ -640,15 +738,22 @@ def parse_levels(text: str) -> list[int]:
 
 
 def table(levels: list[dict]) -> str:
-    head = (f"  {'conc':>5}  {'done':>5}  {'fail':>4}  {'total tok/s':>11}  {'out tok/s':>9}  {'TTFT p50':>9}  "
-            f"{'TTFT p99':>9}  {'TPOT p50':>8}  {'ITL p95':>8}  {'running':>7}  {'waiting':>7}")
+    rate = any(r.get("max_concurrency") is None for r in levels)
+    slo = any(r.get("slo") for r in levels)
+    head = (f"  {'rate' if rate else 'conc':>5}  {'done':>5}  {'fail':>4}  {'total tok/s':>11}  {'out tok/s':>9}  {'TTFT p50':>9}  "
+            f"{'TTFT p99':>9}  {'TPOT p50':>8}  {'ITL p95':>8}  {'running':>7}  {'waiting':>7}"
+            + (f"  {'SLO met':>7}  {'goodput':>12}" if slo else ""))
     rows = [head]
     for r in levels:
         samples = (r.get("kb_metrics") or {}).get("samples") or []
         run = max((s.get("running") or 0 for s in samples), default=None)
         wait = max((s.get("waiting") or 0 for s in samples), default=None)
-        rows.append(f"  {r['max_concurrency']:>5}  {r['completed']:>5}  {r['failed']:>4}  {r['total_throughput']:>11,.1f}  "
+        lv = level_of(r)
+        sl = r.get("slo")
+        extra = (f"  {sl['met_share'] * 100:>6.1f}%  {sl['goodput_tok_s']:>8,.1f} tok/s" + ("" if sl["meets"] else "  ✗")
+                 if sl else "")
+        rows.append(f"  {lv:>5g}  {r['completed']:>5}  {r['failed']:>4}  {r['total_throughput']:>11,.1f}  "
                     f"{r['output_throughput']:>9,.1f}  {r['median_ttft_ms']:>7,.1f}ms  {r['p99_ttft_ms']:>7,.1f}ms  "
                     f"{r['median_tpot_ms']:>6,.2f}ms  {r['p95_itl_ms']:>6,.2f}ms  "
-                    f"{'-' if run is None else int(run):>7}  {'-' if wait is None else int(wait):>7}")
+                    f"{'-' if run is None else int(run):>7}  {'-' if wait is None else int(wait):>7}" + extra)
     return "\n".join(rows)

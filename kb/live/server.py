@@ -1,0 +1,184 @@
+"""A server kb starts itself (for `kb tune`): the launch command as a child process in
+its own process group, its output kept in a log file, ready when `/health` (vLLM,
+sglang) or `/v1/models` answers, and stopped on every path — normal end, error,
+Ctrl-C — by SIGTERM to the whole group, then SIGKILL to what is left.
+
+The host and port come from the launch command (`--host`, `--port`); when it names no
+port, kb adds `--port` with a free one on 127.0.0.1 so a trial never collides with
+another server. Launches that span several machines (`--nnodes` > 1, `--node-rank`,
+Ray addresses) are not started: `kb tune` prints their plan only.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from kb.errors import KbError, UsageError
+from kb.launchcmd import split_args
+
+# Lines of a failed start worth showing: the engines' own error shapes.
+FAIL_LINE = re.compile(r"(error|exception|traceback|out of memory|oom|invalid|unrecognized arguments|"
+                       r"must be|not supported|cannot|failed|killed)", re.I)
+MULTI_NODE = {"--nnodes": lambda v: v not in ("1", None), "--node-rank": lambda v: True,
+              "--dist-init-addr": lambda v: True, "--data-parallel-address": lambda v: True,
+              "--headless": lambda v: True}
+
+
+class StartFailed(KbError):
+    """The server exited or never answered; `lines` are the log lines that say why."""
+
+    def __init__(self, message: str, lines: list[str]):
+        self.lines = lines
+        super().__init__(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _flag_value(argv: list[str], names: tuple[str, ...]) -> str | None:
+    for i, w in enumerate(argv):
+        for n in names:
+            if w == n and i + 1 < len(argv):
+                return argv[i + 1]
+            if w.startswith(n + "="):
+                return w.split("=", 1)[1]
+    return None
+
+
+def multi_node(argv: list[str]) -> str | None:
+    """Why this launch spans several machines, or None."""
+    _, pairs = split_args(argv)
+    for flag, vals in pairs:
+        check = MULTI_NODE.get(flag)
+        if check and check(vals[0] if vals else None):
+            return f"{flag} {' '.join(vals)}".strip()
+    return None
+
+
+def with_port(argv: list[str]) -> tuple[list[str], str, int]:
+    """(argv, host, port): the command's own host/port, or a free port on 127.0.0.1 added."""
+    port = _flag_value(argv, ("--port",))
+    host = _flag_value(argv, ("--host",)) or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"  # kb talks to it on this machine
+    if port is None:
+        p = free_port()
+        return [*argv, "--host", "127.0.0.1", "--port", str(p)], "127.0.0.1", p
+    try:
+        return list(argv), host, int(port)
+    except ValueError:
+        raise UsageError(f"--port {port!r} in the launch command is not a port number") from None
+
+
+def _port_free(host: str, port: int) -> bool:
+    """Nothing listens there (connections left in TIME_WAIT do not count: servers bind
+    with SO_REUSEADDR, as this check does)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+@dataclass
+class ManagedServer:
+    argv: list[str]
+    log: Path
+    env: dict[str, str] = field(default_factory=dict)
+    start_timeout: float = 600.0
+    proc: subprocess.Popen | None = None
+    host: str = "127.0.0.1"
+    port: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def start(self) -> "ManagedServer":
+        self.argv, self.host, self.port = with_port(self.argv)
+        if not _port_free(self.host, self.port):
+            raise StartFailed(f"port {self.port} on {self.host} is already in use: another server is running there", [])
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.log, "ab")
+        try:
+            # own process group: stop the API server with its engine-core and worker children
+            self.proc = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env={**os.environ, **self.env}, process_group=0)
+        except OSError as e:
+            raise StartFailed(f"cannot run {self.argv[0]!r}: {e.strerror}", []) from None
+        finally:
+            fh.close()
+        self._wait_ready()
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        with httpx.Client(timeout=httpx.Timeout(2.0), trust_env=False) as http:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    raise StartFailed(f"the server exited with code {self.proc.returncode} while starting",
+                                      self.why())
+                for path in ("/health", "/v1/models"):
+                    try:
+                        if http.get(self.url + path).status_code == 200:
+                            return
+                    except httpx.HTTPError:
+                        pass
+                time.sleep(1.0)
+        self.stop()
+        raise StartFailed(f"the server did not answer /health within {self.start_timeout:.0f} s", self.why())
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def why(self, n: int = 6) -> list[str]:
+        """The last log lines that look like the reason for a failure (else the last lines)."""
+        try:
+            lines = self.log.read_text(errors="replace").splitlines()[-400:]
+        except OSError:
+            return []
+        hits = [ln.strip() for ln in lines if FAIL_LINE.search(ln)]
+        return (hits or [ln.strip() for ln in lines if ln.strip()])[-n:]
+
+    def stop(self) -> None:
+        """SIGTERM to the group, wait, SIGKILL what is left; the port is free afterwards."""
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            try:
+                self.proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                continue
+            if sig == signal.SIGTERM:
+                try:  # children of the group that outlive the leader
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            break
+        deadline = time.monotonic() + 10
+        while self.port and not _port_free(self.host, self.port) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def __enter__(self) -> "ManagedServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,414 @@
+"""`kb tune`: start the server from its launch command, sweep, diagnose, try the changes
+kb recommends, keep what works, and record what it learned.
+
+The search is knowledge-guided, not a grid: candidates are the flag changes of the
+diagnosis's recommendations (values computed by the rules and findings), tried one at
+a time on top of the best configuration so far, each in a fresh server on the same
+workload. A candidate that wins is refined numerically (a capacity setting doubled
+while the gain exceeds the noise), and its own diagnosis adds the next candidates.
+A candidate that fails — a flag the engine rejects, OOM at start-up, a crash under
+load — is recorded with the log lines that say why, and the search goes on.
+
+Noise: the baseline runs twice, each in a fresh server as every trial does; the band is
+the larger of their
+relative difference and 3 %. A candidate within the band of the best is swept once more
+and judged on the mean of its two runs. The search stops at the trial or time budget,
+or when no candidate is left.
+
+The score (higher is better): for `--goal throughput` the best output tok/s over the
+levels (with an SLO, the best goodput: output tok/s of requests that met it); for
+`--goal latency` the output tok/s one request sees (1000 / median TPOT) at the levels
+that meet the SLO, averaged. Every server kb starts is stopped on every path (success,
+error, Ctrl-C, SIGTERM); see kb/live/server.py.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from kb.errors import KbError, ServerError, UsageError
+from kb.launchcmd import apply, render, split_args
+from kb.live.server import ManagedServer, StartFailed, multi_node
+from kb.live.sweep import SweepOptions
+
+MIN_NOISE = 0.03
+# Settings whose value is a capacity: a winning increase is tried once more, doubled.
+CAPACITY = ("max-num-seqs", "max-running-requests", "max-num-batched-tokens", "chunked-prefill-size",
+            "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "max-cudagraph-capture-size", "max-prefill-tokens")
+
+
+@dataclass
+class TuneOptions:
+    launch: str
+    sweep: SweepOptions
+    goal: str = "throughput"
+    budget_minutes: float = 60.0
+    max_trials: int = 8  # candidate trials, the baseline not counted
+    dry_run: bool = False
+    candidates: list[str] = field(default_factory=list)  # extra flag changes to try first, e.g. "--max-num-seqs 64"
+    config: str | None = None
+    gpu: str | None = None
+    workdir: Path | None = None
+    start_timeout: float = 600.0
+    attach: bool = True
+
+
+@dataclass
+class Trial:
+    n: int
+    label: str
+    argv: list[str]
+    changes: list[tuple[str, object]]
+    status: str = "pending"  # ok | failed | interrupted
+    score: float | None = None
+    scores: list[float] = field(default_factory=list)
+    meets_slo: bool | None = None
+    why: list[str] = field(default_factory=list)
+    out: Path | None = None
+    outs: list[Path] = field(default_factory=list)  # every sweep of this configuration (repeats too)
+    log: Path | None = None
+    minutes: float = 0.0
+    levels: list[dict] = field(default_factory=list)
+    diagnosis: object = None
+    fix_classes: list[str] = field(default_factory=list)
+
+    @property
+    def command(self) -> str:
+        return render(self.argv)
+
+    def to_json(self) -> dict:
+        return {"n": self.n, "label": self.label, "status": self.status, "score": self.score,
+                "scores": self.scores, "meets_slo": self.meets_slo, "why": self.why, "command": self.command,
+                "changes": [[f, v] for f, v in self.changes], "minutes": round(self.minutes, 2),
+                "out": str(self.out) if self.out else None, "log": str(self.log) if self.log else None}
+
+
+@dataclass
+class TuneResult:
+    engine: str
+    goal: str
+    unit: str
+    trials: list[Trial] = field(default_factory=list)
+    plan: list[str] = field(default_factory=list)  # dry run / multi-node: what would be tried
+    noise: float | None = None
+    noise_note: str = ""
+    best: Trial | None = None
+    baseline: Trial | None = None
+    stopped: str = ""
+    kept: list[str] = field(default_factory=list)  # the changes the best configuration carries
+    finding: object = None  # kb.attach.AttachResult
+    interrupted: bool = False
+    workdir: Path | None = None
+
+    def to_json(self) -> dict:
+        return {"engine": self.engine, "goal": self.goal, "unit": self.unit, "noise": self.noise,
+                "noise_note": self.noise_note,
+                "plan": self.plan, "stopped": self.stopped, "interrupted": self.interrupted,
+                "trials": [t.to_json() for t in self.trials],
+                "baseline": self.baseline.n if self.baseline else None, "best": self.best.n if self.best else None,
+                "best_command": self.best.command if self.best else None,
+                "gain": self.gain(), "finding": self.finding.to_json() if self.finding else None,
+                "workdir": str(self.workdir) if self.workdir else None}
+
+    def gain(self) -> float | None:
+        if self.best and self.baseline and self.baseline.score and self.best.score is not None:
+            return round(self.best.score / self.baseline.score, 4)
+        return None
+
+
+# ------------------------------------------------------------------ scoring
+
+
+def score(levels: list[dict], goal: str, slo: bool) -> tuple[float, bool | None]:
+    """(score, meets the SLO at some level or None without one). Higher is better."""
+    meets = None
+    if slo:
+        ok = [r for r in levels if (r.get("slo") or {}).get("meets")]
+        meets = bool(ok)
+    if goal == "latency":
+        pool = (ok if slo and ok else levels) if slo else levels
+        tpots = [r["median_tpot_ms"] for r in pool if r.get("median_tpot_ms")]
+        return (round(1000.0 / (sum(tpots) / len(tpots)), 3) if tpots else 0.0), meets
+    if slo:
+        return round(max((r["slo"].get("goodput_tok_s") or 0.0) for r in levels if r.get("slo")), 3), meets
+    return round(max(r.get("output_throughput") or 0.0 for r in levels), 3), meets
+
+
+def verdict(cand: float, best: float, noise: float) -> str:
+    """better / worse / within noise, relative to the best so far."""
+    if best <= 0:
+        return "better" if cand > 0 else "within noise"
+    rel = (cand - best) / best
+    return "better" if rel > noise else "worse" if rel < -noise else "within noise"
+
+
+# ------------------------------------------------------------------ candidates
+
+
+def parse_candidate(text: str) -> list[tuple[str, object]]:
+    """`--max-num-seqs 64 --enable-chunked-prefill` → [(flag, value)]; True for a switch."""
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise UsageError(f"--candidate {text!r}: {e}") from None
+    if not words or not words[0].startswith("--"):
+        raise UsageError(f"--candidate {text!r}: expected server flags, e.g. \"--max-num-seqs 64\"")
+    _, pairs = split_args(["x", *words])
+    return [(f, " ".join(v) if v else True) for f, v in pairs]
+
+
+def from_diagnosis(d, seen: set[str]) -> list[tuple[str, list[tuple[str, object]], list[str]]]:
+    """(label, changes, fix classes) from each recommendation with flag changes, in rank order."""
+    out = []
+    for rec in getattr(d, "recommendations", None) or []:
+        changes = [(f.flag, f.new) for f in rec.flags if f.flag]
+        key = " ".join(f"{f}={v}" for f, v in changes)
+        if not changes or key in seen:
+            continue
+        seen.add(key)
+        out.append((f"{rec.rule}: {rec.title}", changes, [rec.fix_class]))
+    return out
+
+
+def refinements(changes: list[tuple[str, object]], argv_before: list[str]) -> list[tuple[str, object]]:
+    """A winning raise of a capacity setting, doubled once more."""
+    _, before = split_args(argv_before)
+    prev = {f: v[0] for f, v in before if v}
+    out = []
+    for flag, value in changes:
+        if flag.lstrip("-") not in CAPACITY:
+            continue
+        try:
+            new, old = int(str(value)), int(str(prev.get(flag, 0)))
+        except ValueError:
+            continue
+        if new > old:
+            out.append((flag, new * 2))
+    return out
+
+
+# ------------------------------------------------------------------ running trials
+
+
+def _engine(argv: list[str]) -> str:
+    from ingest.launch_command import parse_launch_command
+
+    cmd = parse_launch_command(shlex.join(argv))
+    if cmd is None:
+        raise UsageError("--launch: expected a `vllm serve …` or `python -m sglang.launch_server …` command")
+    return cmd.engine
+
+
+def _split_env(launch: str) -> tuple[dict[str, str], list[str]]:
+    try:
+        words = shlex.split(launch)
+    except ValueError as e:
+        raise UsageError(f"--launch: {e}") from None
+    env = {}
+    while words and "=" in words[0] and not words[0].startswith("-") and words[0].split("=", 1)[0].isidentifier():
+        k, v = words.pop(0).split("=", 1)
+        env[k] = v
+    if not words:
+        raise UsageError("--launch: no command given")
+    return env, words
+
+
+class _Terminated(Exception):
+    pass
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, workdir: Path) -> Trial:
+    from kb.live.doctor import doctor
+
+    t.log, t.out = workdir / f"trial-{t.n}.log", workdir / f"trial-{t.n}.jsonl"
+    t0 = time.monotonic()
+    server = ManagedServer(list(t.argv), t.log, env=env, start_timeout=opts.start_timeout)
+    try:
+        server.start()  # on a free port kb adds when the command names none; t.argv stays the user's
+        r = doctor(server.url, opts.sweep, findings, t.out, launch=render(server.argv), log=t.log, config=opts.config,
+                   gpu=opts.gpu)
+        t.levels, t.diagnosis = r.sweep.levels, r.diagnosis
+        if r.sweep.interrupted:
+            t.status = "interrupted"
+            raise KeyboardInterrupt
+        if r.sweep.error:
+            t.status, t.why = "failed", [r.sweep.error, *server.why(4)]
+        else:
+            t.status = "ok"
+            t.score, t.meets_slo = score(t.levels, opts.goal, bool(opts.sweep.slo))
+            t.scores = [t.score]
+            t.outs = [t.out]
+    except StartFailed as e:
+        t.status, t.why = "failed", [str(e), *e.lines]
+    except ServerError as e:
+        t.status, t.why = "failed", [str(e), *server.why(4)]
+    finally:
+        server.stop()
+        t.minutes = (time.monotonic() - t0) / 60
+    return t
+
+
+def resweep(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, workdir: Path) -> float | None:
+    """The same configuration once more in a fresh server; the trial's score becomes the mean."""
+    again = run_trial(Trial(n=t.n, label=t.label, argv=t.argv, changes=t.changes), opts, env, findings,
+                      workdir / f"repeat-{t.n}")
+    t.minutes += again.minutes
+    if again.status != "ok":
+        return None
+    t.scores.append(again.score)
+    t.outs.append(again.out)
+    t.score = round(sum(t.scores) / len(t.scores), 3)
+    return again.score
+
+
+def dry_plan(opts: TuneOptions, findings: list, engine: str, argv: list[str], why_plan: str | None) -> list[str]:
+    """What kb tune would do: the baseline and the candidates kb's diagnosis of the launch
+    command alone proposes (a real run adds those its sweep and log reveal)."""
+    from ingest.run import read_run
+    from kb.diagnose import diagnose
+
+    ev = read_run([], config=opts.config, gpu=opts.gpu, engine=engine, launch=shlex.join(argv))
+    d = diagnose(ev, findings)
+    levels = ",".join(f"{x:g}" for x in opts.sweep.levels)
+    plan = [f"{'plan only: ' + why_plan if why_plan else 'dry run'}: nothing is started",
+            f"baseline: start `{render(argv)}`, sweep {'rates' if opts.sweep.rate else 'concurrency'} {levels} "
+            f"({opts.sweep.input_len}:{opts.sweep.output_len} tokens) twice for the noise band, diagnose"]
+    n = 0
+    for text in opts.candidates:
+        n += 1
+        plan.append(f"candidate {n} (given): {text}")
+    for label, changes, _ in from_diagnosis(d, set()):
+        n += 1
+        plan.append(f"candidate {n} ({label}): " + " ".join(f"{f} {v}" if v is not True else f for f, v in changes))
+    plan.append(f"then: refine winning capacity settings (doubled while the gain exceeds the noise) and add the "
+                f"winners' own recommendations; at most {opts.max_trials} trials or {opts.budget_minutes:g} minutes")
+    return plan
+
+
+def tune(opts: TuneOptions, findings: list, store=None) -> TuneResult:
+    env, argv = _split_env(opts.launch)
+    engine = _engine(argv)
+    unit = "output tok/s per user" if opts.goal == "latency" else (
+        "goodput, output tok/s" if opts.sweep.slo else "output tok/s")
+    res = TuneResult(engine=engine, goal=opts.goal, unit=unit)
+    spans = multi_node(argv)
+    if opts.dry_run or spans:
+        res.plan = dry_plan(opts, findings, engine, argv, f"the launch spans several machines ({spans})" if spans
+                            else None)
+        res.stopped = "dry run" if not spans else "multi-node launch: plan only"
+        return res
+    workdir = opts.workdir or Path.cwd() / f"kb-tune-{time.strftime('%Y%m%d-%H%M%S')}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    res.workdir = workdir
+    deadline = time.monotonic() + opts.budget_minutes * 60
+    old = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _search(res, opts, env, argv, findings, workdir, deadline)
+    except (KeyboardInterrupt, _Terminated):
+        res.interrupted, res.stopped = True, "interrupted"
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    if res.best and res.baseline and res.best is not res.baseline and opts.attach and not res.interrupted:
+        res.finding = _attach(res, opts, store)
+    return res
+
+
+def _search(res: TuneResult, opts: TuneOptions, env: dict, argv: list[str], findings: list, workdir: Path,
+            deadline: float) -> None:
+    base = run_trial(Trial(n=0, label="baseline", argv=argv, changes=[]), opts, env, findings, workdir)
+    res.trials.append(base)
+    if base.status != "ok":
+        raise KbError("the baseline did not run: " + "; ".join(base.why[:3]))
+    res.baseline = res.best = base
+    again = resweep(base, opts, env, findings, workdir)
+    first = base.scores[0]
+    res.noise = round(max(MIN_NOISE, abs(again - first) / ((again + first) / 2)) if again and first else MIN_NOISE, 4)
+    res.noise_note = (f"baseline {first:,.1f} and {again:,.1f} in two fresh servers" if again else
+                      f"the baseline's second run failed: the {MIN_NOISE * 100:.0f}% floor")
+    seen: set[str] = set()
+    queue = [(f"given: {c}", parse_candidate(c), []) for c in opts.candidates]
+    queue += from_diagnosis(base.diagnosis, seen)
+    n = 0
+    while queue:
+        if n >= opts.max_trials:
+            res.stopped = f"trial budget ({opts.max_trials}) reached"
+            return
+        if time.monotonic() >= deadline:
+            res.stopped = f"time budget ({opts.budget_minutes:g} min) reached"
+            return
+        label, changes, classes = queue.pop(0)
+        n += 1
+        best = res.best
+        cand_argv = apply(best.argv, [(f, v, []) for f, v in changes])
+        if cand_argv == best.argv:
+            n -= 1
+            continue
+        t = run_trial(Trial(n=n, label=label, argv=cand_argv, changes=changes, fix_classes=classes), opts, env,
+                      findings, workdir)
+        res.trials.append(t)
+        if t.status != "ok":
+            continue
+        v = verdict(t.score, best.score, res.noise)
+        if v == "within noise" and time.monotonic() < deadline:
+            resweep(t, opts, env, findings, workdir)
+            v = verdict(t.score, best.score, res.noise)
+        slo_ok = t.meets_slo is not False or best.meets_slo is False
+        if v == "better" and slo_ok:
+            res.best = t
+            res.kept += [f"{f} {v2}" if v2 is not True else f for f, v2 in changes]
+            refine = [(f"refine: {f} {v2}", [(f, v2)], classes) for f, v2 in refinements(changes, best.argv)]
+            queue[:0] = refine
+            queue += from_diagnosis(t.diagnosis, seen)
+    res.stopped = "no candidate left"
+
+
+def _attach(res: TuneResult, opts: TuneOptions, store):
+    from kb.attach import Request, attach
+
+    b, w = res.baseline, res.best
+    classes = sorted({c for x in res.trials if x.status == "ok" and x is not b and x.score is not None
+                      and x.score > b.score for c in x.fix_classes})
+    req = Request(before=list(b.outs), after=list(w.outs), fix=f"kb tune kept: {', '.join(res.kept) or w.label}",
+                  commands=[w.command], fix_classes=classes, tags=["kb-tune"],
+                  note=f"found by kb tune in {len(res.trials)} trials ({res.stopped}); noise band "
+                       f"±{res.noise * 100:.1f}% from the baseline swept twice",
+                  engine=res.engine, config=opts.config, gpu=opts.gpu)
+    try:
+        return attach(req, store)
+    except KbError as e:
+        res.stopped += f"; the finding was not attached: {e}"
+        return None
+
+
+def report(res: TuneResult) -> str:
+    lines = [f"kb tune — {res.engine}, goal {res.goal} ({res.unit})"]
+    if res.plan:
+        return "\n".join([*lines, *(f"  {p}" for p in res.plan)])
+    if res.noise is not None:
+        lines.append(f"  noise band ±{res.noise * 100:.1f}% ({res.noise_note})")
+    lines.append(f"  {'#':>2}  {'status':<11} {'score':>10}  {'vs base':>8}  {'min':>5}  trial")
+    base = res.baseline.score if res.baseline and res.baseline.score else None
+    for t in res.trials:
+        rel = f"{t.score / base:>7.2f}x" if base and t.score is not None else f"{'-':>8}"
+        sc = f"{t.score:>10,.1f}" if t.score is not None else f"{'-':>10}"
+        mark = " *" if res.best is t else ""
+        lines.append(f"  {t.n:>2}  {t.status:<11} {sc}  {rel}  {t.minutes:>5.1f}  {t.label}{mark}")
+        for w in t.why[:4]:
+            lines.append(f"        {w}")
+    lines.append(f"  stopped: {res.stopped}")
+    if res.best:
+        lines += ["", "best launch command" + (" (the baseline: nothing beat it beyond the noise)"
+                                               if res.best is res.baseline else f" ({res.gain():.2f}x the baseline)"),
+                  res.best.command]
+    if res.finding:
+        lines.append(f"\nrecorded as finding {res.finding.id} ({res.finding.action}, {res.finding.path})")
+    return "\n".join(lines)

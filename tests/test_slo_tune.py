@@ -1,0 +1,166 @@
+"""SLO objectives, goodput, the find-max search, kb tune's scoring and candidates, and the
+server lifecycle kb tune relies on (a real child process group, stopped on every path)."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kb.errors import UsageError
+from kb.live import slo
+from kb.live.server import ManagedServer, StartFailed, multi_node, with_port
+from kb.live.sweep import Outcome
+from kb.tune import parse_candidate, refinements, score, verdict
+
+
+def test_objectives_parse_with_units_and_percentiles():
+    objs = slo.parse("ttft_p99<=2000ms, tpot_p50<=50ms,e2e_median<3s,itl_p95<=0.2s")
+    assert [(o.metric, o.pct, o.limit_ms) for o in objs] == [
+        ("ttft", 99, 2000), ("tpot", 50, 50), ("e2e_latency", 50, 3000), ("itl", 95, 200)]
+    assert objs[0].level_key() == "p99_ttft_ms" and objs[1].level_key() == "median_tpot_ms"
+    for bad in ("ttft<=2", "ttft_p99>=2000ms", "speed_p50<=1ms", "ttft_p100<=1ms", ""):
+        with pytest.raises(UsageError):
+            slo.parse(bad)
+
+
+def _outcome(ttft, latency, tokens=11):
+    return Outcome(ok=True, ttft=ttft, latency=latency, itl=[(latency - ttft) / (tokens - 1)] * (tokens - 1),
+                   output_tokens=tokens)
+
+
+def test_goodput_counts_only_requests_meeting_every_objective():
+    objs = slo.parse("ttft_p90<=100ms,tpot_p50<=20ms")
+    # TPOT = (latency - ttft) / 10: 10 ms, 10 ms, 30 ms, 10 ms; TTFT 50, 150, 50, 50 ms
+    outs = [_outcome(0.05, 0.15), _outcome(0.15, 0.25), _outcome(0.05, 0.35), _outcome(0.05, 0.15)]
+    row = {"p90_ttft_ms": 120.0, "median_tpot_ms": 10.0}
+    r = slo.evaluate(objs, outs, 2.0, row)
+    assert r["good_requests"] == 2 and r["met_share"] == 0.5
+    assert r["goodput_req_s"] == 1.0 and r["goodput_tok_s"] == 11.0
+    assert not r["meets"] and r["violations"] == ["ttft_p90<=100ms: 120.0 ms"]
+    failed = outs + [Outcome(ok=False, error="HTTP 500")]
+    assert "1 of 5 requests failed" in slo.evaluate(objs, failed, 2.0, {"p90_ttft_ms": 1, "median_tpot_ms": 1})["violations"]
+
+
+def test_find_max_brackets_then_bisects_and_names_the_broken_objective():
+    tried = []
+
+    def measure(level):
+        tried.append(level)
+        return {"slo": {"meets": level <= 37, "violations": [] if level <= 37 else ["ttft_p99<=2000ms: 2,450.0 ms"]}}
+
+    found = slo.find_max(measure, 1, 1024)
+    assert found.best == 36 and found.broke_at == 38 and found.why == ["ttft_p99<=2000ms: 2,450.0 ms"]
+    assert tried[:7] == [1, 2, 4, 8, 16, 32, 64] and len(tried) < 15  # doubling, then bisection
+    assert slo.find_max(measure, 1, 16).broke_at is None  # the ceiling still meets it
+    assert slo.find_max(lambda lv: None, 1, 16).best is None  # a level that cannot run counts as broken
+    rates = slo.find_max(lambda r: {"slo": {"meets": r <= 2.7, "violations": ["x"]}}, 0.5, 100, integer=False)
+    assert 2.4 <= rates.best <= 2.7 < rates.broke_at
+
+
+def test_score_and_verdict():
+    levels = [{"output_throughput": 100.0, "median_tpot_ms": 5.0, "slo": {"meets": True, "goodput_tok_s": 90.0}},
+              {"output_throughput": 300.0, "median_tpot_ms": 20.0, "slo": {"meets": False, "goodput_tok_s": 30.0}}]
+    assert score(levels, "throughput", False) == (300.0, None)
+    assert score(levels, "throughput", True) == (90.0, True)
+    assert score(levels, "latency", True) == (200.0, True)  # 1000 / 5 ms at the level meeting the SLO
+    assert verdict(110, 100, 0.05) == "better" and verdict(96, 100, 0.05) == "within noise"
+    assert verdict(90, 100, 0.05) == "worse"
+
+
+def test_candidates_and_refinements():
+    assert parse_candidate("--max-num-seqs 64 --enable-chunked-prefill") == [("--max-num-seqs", "64"),
+                                                                            ("--enable-chunked-prefill", True)]
+    with pytest.raises(UsageError):
+        parse_candidate("max-num-seqs 64")
+    before = ["vllm", "serve", "m", "--max-num-seqs", "8"]
+    assert refinements([("--max-num-seqs", 32)], before) == [("--max-num-seqs", 64)]
+    assert refinements([("--max-num-seqs", 4)], before) == []  # a lowered cap is not pushed further down
+    assert refinements([("--kv-cache-dtype", "fp8")], before) == []
+
+
+def test_ports_and_multi_node_launches():
+    argv, host, port = with_port(["vllm", "serve", "m"])
+    assert argv[-4:] == ["--host", "127.0.0.1", "--port", str(port)] and host == "127.0.0.1"
+    assert with_port(["vllm", "serve", "m", "--host", "0.0.0.0", "--port", "9000"])[1:] == ("127.0.0.1", 9000)
+    assert multi_node(["python", "-m", "sglang.launch_server", "--nnodes", "2", "--node-rank", "0"]) == "--nnodes 2"
+    assert multi_node(["vllm", "serve", "m", "--nnodes", "1"]) is None
+
+
+# a real child that answers /health like an engine, and one that exits at once
+HEALTHY = ("import http.server, sys\n"
+           "class H(http.server.BaseHTTPRequestHandler):\n"
+           "    def do_GET(self):\n"
+           "        self.send_response(200 if self.path == '/health' else 404); self.end_headers()\n"
+           "    def log_message(self, *a): pass\n"
+           "p = int(sys.argv[sys.argv.index('--port') + 1])\n"
+           "http.server.HTTPServer(('127.0.0.1', p), H).serve_forever()\n")
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+        return False
+    except ProcessLookupError:
+        return True
+
+
+def test_managed_server_starts_and_stops_its_whole_group(tmp_path):
+    script = tmp_path / "srv.py"
+    script.write_text(HEALTHY)
+    s = ManagedServer([sys.executable, str(script)], tmp_path / "srv.log", start_timeout=30)
+    with s:
+        assert s.alive()
+        pid, port = s.proc.pid, s.port
+    assert _gone(pid)
+    import socket
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", port))  # nothing listens there any more
+        sock.listen()
+
+
+def test_a_server_that_exits_while_starting_is_a_failure_with_its_lines(tmp_path):
+    s = ManagedServer([sys.executable, "-c", "import sys; print('ValueError: max_num_seqs must be positive'); "
+                                             "sys.exit(2)"], tmp_path / "bad.log", start_timeout=30)
+    with pytest.raises(StartFailed) as e:
+        s.start()
+    assert "exited with code 2" in str(e.value) and any("must be positive" in ln for ln in e.value.lines)
+    s.stop()
+
+
+def test_sigint_to_kb_tune_stops_the_server(tmp_path):
+    # kb tune with a server that never answers /health: Ctrl-C during the wait stops it
+    script = tmp_path / "slow.py"
+    script.write_text("import time\nwhile True: time.sleep(1)\n")
+    env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", f"vllm serve m --port 1 --model x",
+                             "--out-dir", str(tmp_path / "runs")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    # `vllm serve` is not on PATH here: the start fails at once and kb says so (exit 1)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1 and "baseline did not run" in err and "Traceback" not in err
+    # a process that looks like `python -m vllm.entrypoints.openai.api_server` (a stand-in
+    # module on PYTHONPATH) and never becomes ready: only its lifecycle is under test here
+    mod = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
+    mod.mkdir(parents=True)
+    for d in (mod.parent.parent, mod.parent, mod):
+        (d / "__init__.py").write_text("")
+    (mod / "api_server.py").write_text("import time\nprint('starting', flush=True)\nwhile True: time.sleep(1)\n")
+    wrapper = mod / "api_server.py"
+    launch = f"PYTHONPATH={tmp_path / 'fake'} {sys.executable} -m vllm.entrypoints.openai.api_server --model x"
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "--out-dir",
+                             str(tmp_path / "runs2")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    log = tmp_path / "runs2" / "trial-0.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (log.exists() and "starting" in log.read_text()):
+        time.sleep(0.2)
+    assert log.exists(), "the server was not started"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "every server kb started is stopped" in err
+    ps = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server --model x"], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", ps.stdout
