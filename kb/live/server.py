@@ -25,9 +25,12 @@ import httpx
 from kb.errors import KbError, UsageError
 from kb.launchcmd import split_args
 
-# Lines of a failed start worth showing: the engines' own error shapes.
-FAIL_LINE = re.compile(r"(error|exception|traceback|out of memory|oom|invalid|unrecognized arguments|"
-                       r"must be|not supported|cannot|failed|killed)", re.I)
+# Lines of a failed start worth showing: argparse's `prog: error: ...`, exceptions
+# (`ValueError: ...`), CUDA OOM, and the engines' "must be"/"not supported" checks.
+# argparse's usage dump (lines of `[--flag ...]`) mentions "error" too and is skipped.
+FAIL_LINE = re.compile(r"(: error:|\b\w*(?:Error|Exception)\b:|Traceback|out of memory|unrecognized arguments|"
+                       r"must be|not supported|cannot|failed|Killed)")
+USAGE_LINE = re.compile(r"^\s*(?:usage:|\[--|--[\w-]+\s)")
 MULTI_NODE = {"--nnodes": lambda v: v not in ("1", None), "--node-rank": lambda v: True,
               "--dist-init-addr": lambda v: True, "--data-parallel-address": lambda v: True,
               "--headless": lambda v: True}
@@ -151,7 +154,7 @@ class ManagedServer:
             lines = self.log.read_text(errors="replace").splitlines()[-400:]
         except OSError:
             return []
-        hits = [ln.strip() for ln in lines if FAIL_LINE.search(ln)]
+        hits = [ln.strip() for ln in lines if FAIL_LINE.search(ln) and not USAGE_LINE.match(ln)]
         return (hits or [ln.strip() for ln in lines if ln.strip()])[-n:]
 
     def stop(self) -> None:

@@ -1,0 +1,100 @@
+"""`kb tune` against the real vLLM CPU server: from --max-num-seqs 8 under a load of 32
+it keeps a larger cap and records the measured gain as a finding; a candidate with an
+invalid value fails at start-up, is recorded with the server's own lines, and the
+search goes on; Ctrl-C mid-trial leaves no server and no bound port behind."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from live import vllm_server as vs
+
+SWEEP = ["-c", "32", "-n", "96", "--input-len", "64", "--output-len", "32"]
+
+
+def _launch(model, cap: int = 8, port: int | None = None) -> str:
+    env = ("VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOG_STATS_INTERVAL=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
+           "VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1")
+    cmd = (f"{env} {vs.ENGINES_PY} -m vllm.entrypoints.openai.api_server --model {model} --load-format dummy "
+           f"--max-num-seqs {cap} --max-model-len 512")
+    return cmd + (f" --host 127.0.0.1 --port {port}" if port else "")
+
+
+@pytest.fixture(scope="module")
+def tuned(tiny_model, tmp_path_factory):
+    """One kb tune run shared by the assertions below (each trial is a real server start)."""
+    tmp = tmp_path_factory.mktemp("tune")
+    env = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
+    env["KB_HOME"] = str(tmp / "home")
+    proc = subprocess.run([sys.executable, "-m", "kb", "tune", "--launch", _launch(tiny_model), *SWEEP,
+                           "--max-trials", "2", "--candidate", "--max-num-seqs abc", "--out-dir", str(tmp / "runs"),
+                           "--json"], capture_output=True, text=True, env=env, cwd=vs.ROOT, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout), env, tmp
+
+
+def test_tune_keeps_a_larger_cap_with_a_measured_gain(tuned):
+    doc, _, _ = tuned
+    trials = {t["label"]: t for t in doc["trials"]}
+    assert trials["baseline"]["status"] == "ok" and len(trials["baseline"]["scores"]) == 2  # the noise runs
+    best = next(t for t in doc["trials"] if t["n"] == doc["best"])
+    seqs = int(best["command"].split("--max-num-seqs ")[1].split()[0])
+    assert seqs > 8, best["command"]
+    assert doc["gain"] > 1 + doc["noise"], (doc["gain"], doc["noise"])
+
+
+def test_an_invalid_candidate_is_recorded_as_failed_and_the_search_goes_on(tuned):
+    doc, _, _ = tuned
+    bad = next(t for t in doc["trials"] if t["label"].startswith("given: --max-num-seqs abc"))
+    assert bad["status"] == "failed"
+    assert any("abc" in w or "invalid" in w.lower() for w in bad["why"]), bad["why"]
+    assert doc["trials"][-1]["n"] > bad["n"] and any(t["status"] == "ok" and t["n"] > bad["n"] for t in doc["trials"])
+
+
+def test_the_finding_is_attached_and_found_next_time(tuned):
+    doc, env, _ = tuned
+    f = doc["finding"]
+    assert f and f["action"] == "written"
+    gains = f["finding"]["gains"]
+    assert gains and any((g.get("ratio") or 0) > 1 for g in gains), gains
+    show = subprocess.run([sys.executable, "-m", "kb", "show", f["id"]], capture_output=True, text=True, env=env,
+                          cwd=vs.ROOT, timeout=120)
+    assert show.returncode == 0 and "--max-num-seqs" in show.stdout
+
+
+def test_ctrl_c_mid_trial_leaves_no_server(tiny_model, tmp_path):
+    port = vs.free_port()
+    env = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
+    env["KB_HOME"] = str(tmp_path / "home")
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", _launch(tiny_model, port=port),
+                             "-c", "8", "--duration", "60", "--input-len", "32", "--output-len", "64",
+                             "--out-dir", str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env, cwd=vs.ROOT)
+    try:
+        deadline = time.monotonic() + vs.START_TIMEOUT
+        log = runs / "trial-0.log"
+        # mid-trial: the server answers and the sweep is sending load (the engine logs requests)
+        while time.monotonic() < deadline and proc.poll() is None:
+            if log.exists() and "POST /v1/completions" in log.read_text(errors="replace"):
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.stderr.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert "every server kb started is stopped" in err
+    ps = subprocess.run(["pgrep", "-f", f"--port {port}"], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", ps.stdout
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))  # nothing listens on the server's port any more
