@@ -18,6 +18,7 @@ from typing import Callable
 
 from ingest.markdown import _slug, finding_spans, parse_findings, render
 from kb import vocab
+from kb.compare import Level, Pair, levels, match_levels
 from kb.errors import InputError, KbError, NotFoundError
 from kb.evidence import RunEvidence
 from kb.hardware import lookup_gpu
@@ -26,7 +27,6 @@ from kb.redact import redact, redact_data, redact_text
 from kb.store import Store, atomic_write, file_lock, shipped_findings_dir
 
 HEADER = "# Attached findings\n\nFindings recorded with `kb attach` (format: findings/FORMAT.md).\n"
-LENGTH_TOLERANCE = 0.05  # mean input/output lengths within 5% count as the same workload
 # Server arguments that differ between runs without being a setting anyone tuned.
 NOT_SETTINGS = {"bench", "random_seed", "port", "host", "nccl_port", "dist_init_addr", "status",
                 "max_total_num_tokens", "version"}
@@ -54,81 +54,6 @@ class AttachResult:
 
         return {"id": self.id, "path": self.path, "action": self.action,
                 "finding": finding_json(self.finding), "warnings": self.warnings}
-
-
-# ------------------------------------------------------------------ load levels
-
-
-@dataclass
-class Level:
-    """The runs of one side at one load level and workload."""
-
-    key: tuple[str, float]  # ("concurrency", 256), ("rate", 16.0) or ("all", num_prompts)
-    input_len: float | None
-    output_len: float | None
-    runs: list[BenchRun]
-
-    def label(self) -> str:
-        kind, value = self.key
-        at = {"concurrency": f"{value:g} concurrency", "rate": f"{value:g} req/s"}.get(kind, "all requests at once")
-        return at + (f", {self.lengths()} tokens in/out" if self.input_len or self.output_len else "")
-
-    def lengths(self) -> str:
-        return f"{self.input_len or '?'}/{self.output_len or '?'}"
-
-    def values(self, get: Callable[[BenchRun], float | None]) -> list[float]:
-        return [v for r in self.runs if (v := get(r)) is not None]
-
-
-def _level_key(r: BenchRun) -> tuple[str, float]:
-    if r.concurrency:
-        return ("concurrency", r.concurrency)
-    if r.request_rate and r.request_rate != float("inf"):
-        return ("rate", r.request_rate)
-    return ("all", r.num_prompts or 0)
-
-
-def levels(runs: list[BenchRun]) -> list[Level]:
-    groups: dict[tuple, Level] = {}
-    for r in runs:
-        lens = (round(r.input_len) if r.input_len else None, round(r.output_len) if r.output_len else None)
-        groups.setdefault((_level_key(r), *lens), Level(_level_key(r), *lens, runs=[])).runs.append(r)
-    return sorted(groups.values(), key=lambda lv: (lv.key, lv.input_len or 0, lv.output_len or 0))
-
-
-def _same_len(a: float | None, b: float | None) -> bool:
-    return a is None or b is None or abs(a - b) <= LENGTH_TOLERANCE * max(a, b)
-
-
-Pair = tuple[Level, Level]
-
-
-def match_levels(before: list[Level], after: list[Level], names: tuple[str, str]) -> tuple[list[Pair], list[str]]:
-    """Pairs of levels to compare and warnings for what could not be; refuses when nothing pairs."""
-    pairs, warnings, used, warned = [], [], set(), set()
-    for b in before:
-        same_load = [a for a in after if a.key == b.key and id(a) not in used]
-        same_work = [a for a in same_load
-                     if _same_len(a.input_len, b.input_len) and _same_len(a.output_len, b.output_len)]
-        if same_work:
-            pairs.append((b, same_work[0]))
-            used.add(id(same_work[0]))
-        elif same_load:
-            warnings.append(f"at {b.label()} before vs {same_load[0].label()} after the input/output lengths differ: "
-                            "not compared")
-            warned.update(id(a) for a in same_load)
-        else:
-            warnings.append(f"{b.label()} is only in the before runs: not compared")
-    warnings += [f"{a.label()} is only in the after runs: not compared" for a in after
-                 if id(a) not in used | warned]
-    if not pairs:
-        raise KbError(f"no load level in common between before ({names[0]}: "
-                      f"{'; '.join(lv.label() for lv in before)}) and after ({names[1]}: "
-                      f"{'; '.join(lv.label() for lv in after)}): runs are compared at the same concurrency "
-                      "or request rate and the same input/output lengths")
-    warnings += [f"at {b.label()} the lengths differ slightly ({b.lengths()} vs {a.lengths()} tokens): compared anyway"
-                 for b, a in pairs if b.lengths() != a.lengths()]
-    return pairs, warnings
 
 
 # ------------------------------------------------------------------ gains and confidence

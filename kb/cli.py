@@ -48,6 +48,7 @@ _GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides
 _ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
 _LAUNCH = typer.Option(None, "--launch", help="The launch command in use, quoted.")
 _THRESHOLDS = typer.Option(None, "--thresholds", help="TOML file overriding signal thresholds.")
+_REPORT = typer.Option(None, "--report", help="Also write an HTML report (plots inline; needs pip install 'kb[report]').")
 
 
 @app.command()
@@ -338,16 +339,109 @@ def attach(before: Optional[List[Path]] = typer.Option(None, "--before", help="B
            update: Optional[str] = typer.Option(None, "--update", metavar="ID", help="Add this measurement to finding ID, in the file that holds it."),
            force_new: bool = typer.Option(False, "--force-new", help="Write a new finding even if a near-duplicate exists."),
            engine: Optional[str] = _ENGINE, gpu: Optional[str] = _GPU, config: Optional[str] = _CONFIG,
+           report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report of the runs: before "
+                                                 "and after overlaid, or the after run alone (pip install 'kb[report]')."),
            as_json: bool = typer.Option(False, "--json")):
     """Record what a run taught us as a finding: gains computed from the runs, context from their files."""
-    from kb.attach import Request, attach as do_attach, report
+    from kb.attach import Request, attach as do_attach, report as attach_report
 
     _check_engine(engine)
+    if report:
+        _require_plots()
     res = do_attach(Request(before=list(before or []), after=list(after or []), fix=fix, commands=list(command or []),
                             title=title, tags=list(tag or []), fix_classes=list(fix_class or []),
                             symptoms=list(symptom or []), cause=cause, note=note, to=to, update=update,
                             force_new=force_new, engine=engine, gpu=gpu, config=config), _store())
-    typer.echo(json.dumps(res.to_json(), indent=2, ensure_ascii=False) if as_json else report(res))
+    typer.echo(json.dumps(res.to_json(), indent=2, ensure_ascii=False) if as_json else attach_report(res))
+    if report:
+        _attach_report(report, before, after, config, gpu, engine)
+
+
+def _attach_report(out: Path, before, after, config, gpu, engine) -> None:
+    from kb import report as rp
+
+    if before and after:
+        from kb.compare import compare_sides, read_side
+
+        sides = [read_side(list(before), "before: " + ", ".join(map(str, before))),
+                 read_side(list(after), "after: " + ", ".join(map(str, after)))]
+        rep = rp.from_comparison(compare_sides(sides))
+    elif after:
+        from kb.diagnose import diagnose as run_diagnose
+        from ingest.run import read_run
+
+        rep = rp.from_diagnosis(run_diagnose(read_run(list(after), config=config, gpu=gpu, engine=engine), []),
+                                name=", ".join(p.name for p in after))
+    else:
+        raise KbError("--report needs benchmark runs (--after, and --before to compare)")
+    _wrote(out, rp.write(rep, out))
+
+
+def _require_plots() -> None:
+    """Fail before any work when matplotlib is missing (exit 1, naming what to install)."""
+    from kb.plots import require
+
+    require()
+
+
+def _wrote(path: Path, size: int) -> None:
+    typer.echo(f"report written to {path} ({size / 1024:,.0f} KB, one self-contained HTML file)", err=True)
+
+
+@app.command("report")
+def report_cmd(paths: List[Path] = typer.Argument(..., help="Run files or directories (benchmarks, kb sweep/doctor "
+                                                              "output, logs, config.json, nvidia-smi), or a saved "
+                                                              "`kb diagnose --json` / `kb doctor --json`."),
+               out: Path = typer.Option(Path("report.html"), "--out", "-o", help="The HTML file to write."),
+               config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU, engine: Optional[str] = _ENGINE,
+               launch: Optional[str] = _LAUNCH, thresholds: Optional[str] = _THRESHOLDS):
+    """One self-contained HTML page: curves with the knee, latency percentiles, Pareto view,
+    server state, signals and recommendations."""
+    from kb import report as rp
+
+    _check_engine(engine)
+    _require_plots()
+    saved = [(p, s) for p in paths if (s := rp.load_saved(p))]
+    if saved and len(paths) > 1:
+        raise typer.BadParameter("a saved diagnosis is reported on its own", param_hint="PATHS")
+    if saved:
+        from kb.signals import load_thresholds
+
+        rep = rp.from_saved(saved[0][0], *saved[0][1], thresholds=load_thresholds(thresholds))
+    else:
+        from kb import index as kbindex
+        from kb.diagnose import diagnose as run_diagnose
+
+        ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
+        d = run_diagnose(ev, _store().read(_loader(), kbindex.all_records), th)
+        rep = rp.from_diagnosis(d, th, name=", ".join(p.name for p in paths))
+    _wrote(out, rp.write(rep, out))
+
+
+@app.command("compare")
+def compare_cmd(runs: List[Path] = typer.Argument(..., help="Two or more runs (files or directories); the first is the baseline."),
+                as_json: bool = typer.Option(False, "--json"),
+                report: Optional[Path] = _REPORT,
+                fail_on_regression: Optional[float] = typer.Option(
+                    None, "--fail-on-regression", metavar="PCT", min=0.0,
+                    help="Exit 3 when any metric is worse than the baseline by more than PCT percent and the noise band."),
+                noise: float = typer.Option(3.0, "--noise", metavar="PCT", min=0.0,
+                                            help="Noise band (percent) for levels with a single run per side.")):
+    """Runs aligned by load and workload: per level and metric the delta, the noise band and a verdict."""
+    from kb.compare import compare, table
+
+    if len(runs) < 2:
+        raise typer.BadParameter("give two runs or more: the baseline first", param_hint="RUNS")
+    if report:
+        _require_plots()
+    c = compare([[p] for p in runs], noise / 100)
+    typer.echo(json.dumps(c.to_json(fail_on_regression), indent=2) if as_json else table(c, fail_on_regression))
+    if report:
+        from kb import report as rp
+
+        _wrote(report, rp.write(rp.from_comparison(c), report))
+    if fail_on_regression is not None and c.regressions(fail_on_regression):
+        raise typer.Exit(3)
 
 
 _API_KEY = typer.Option(None, "--api-key", envvar="KB_API_KEY", show_default=False,
@@ -470,13 +564,16 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
            api_key: Optional[str] = _API_KEY,
            timeout: float = _CHUNK_TIMEOUT,
            connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
+           report: Optional[Path] = _REPORT,
            as_json: bool = typer.Option(False, "--json")):
     """Probe + sweep + diagnose a running server: the plateau, its cause, and the flags to change."""
     from kb import index as kbindex
     from kb.errors import ServerError
-    from kb.live.doctor import default_out, doctor as do_doctor, report
+    from kb.live.doctor import default_out, doctor as do_doctor, report as doctor_report
     from kb.signals import load_thresholds
 
+    if report:
+        _require_plots()
     opts = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
                           max_level_time)
     th = load_thresholds(thresholds)
@@ -484,7 +581,11 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
     target = out or default_out(store.home, url)
     r = do_doctor(url, opts, store.read(_loader(), kbindex.all_records), target, api_key=api_key, launch=launch, log=log,
                   config=config, gpu=gpu, thresholds=th, timeouts=_probe_timeouts(connect_timeout, timeout))
-    typer.echo(json.dumps(r.to_json(), indent=2, default=str) if as_json else report(r))
+    typer.echo(json.dumps(r.to_json(), indent=2, default=str) if as_json else doctor_report(r))
+    if report:  # written even when the sweep stopped early: its finished levels are diagnosed
+        from kb import report as rp
+
+        _wrote(report, rp.write(rp.from_diagnosis(r.diagnosis, th, name=target.name), report))
     if r.sweep.error:
         raise ServerError(f"{r.sweep.error}; {_kept(len(r.sweep.levels), target)}")
     if r.sweep.interrupted:
