@@ -49,6 +49,11 @@ def _fmt(v: float) -> str:
     return f"{v:g}" if v < 1e5 else f"{v:,.0f}"
 
 
+def _label(series, s, what: str) -> str:
+    """A legend entry: the series' name only when several series share the plot."""
+    return what if len(series) == 1 else f"{s.name}: {what}"
+
+
 def _load_axis(ax, series, label: str) -> None:
     levels = sorted({p.level for s in series for p in s.points if p.level > 0})
     if len(levels) >= 3 and levels[-1] / levels[0] >= 8:
@@ -73,10 +78,10 @@ def throughput(series, load_label: str) -> str:
     for i, s in enumerate(series):
         c = COLORS[i % len(COLORS)]
         x, y = _values(s, "total_tok_s")
-        ax.plot(x, y, marker="o", color=c, label=f"{s.name}: total", gid=f"total-{i}")
+        ax.plot(x, y, marker="o", color=c, label=_label(series, s, "total tok/s"), gid=f"total-{i}")
         x, y = _values(s, "output_tok_s")
         if y:
-            ax.plot(x, y, marker="s", markersize=4, linestyle="--", color=c, label=f"{s.name}: output",
+            ax.plot(x, y, marker="s", markersize=4, linestyle="--", color=c, label=_label(series, s, "output tok/s"),
                     gid=f"output-{i}")
         if s.knee:
             k = s.knee
@@ -90,7 +95,7 @@ def throughput(series, load_label: str) -> str:
     _load_axis(ax, series, load_label)
     ax.set_ylabel("tok/s")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="upper left", frameon=False)
+    ax.legend(fontsize=7, loc="lower right", frameon=False)
     return to_svg(fig, "throughput")
 
 
@@ -110,7 +115,7 @@ def latency(series, load_label: str) -> str:
                 x, y = _values(s, f"{key}_{pct}_ms")
                 if y:
                     ax.plot(x, y, linestyle=style, marker=marker, markersize=4, color=c,
-                            label=f"{s.name} {pct}", gid=f"{key}-{pct}-{i}")
+                            label=_label(series, s, pct), gid=f"{key}-{pct}-{i}")
                     ys += y
         positive = [v for v in ys if v > 0]
         if positive and max(positive) / min(positive) > 20:
@@ -138,8 +143,8 @@ def pareto(series) -> str:
         pts = [p for p in s.points if p.per_user is not None and p.per_gpu is not None]
         if not pts:
             continue
-        ax.plot([p.per_user for p in pts], [p.per_gpu for p in pts], marker="o", color=c, label=s.name,
-                gid=f"series-{i}")
+        ax.plot([p.per_user for p in pts], [p.per_gpu for p in pts], marker="o", color=c,
+                label=_label(series, s, "levels in load order"), gid=f"series-{i}")
         for p in pts:
             ax.annotate(_fmt(p.level), (p.per_user, p.per_gpu), xytext=(4, 4), textcoords="offset points",
                         fontsize=7, color=c)
@@ -154,7 +159,8 @@ def pareto(series) -> str:
     ax.grid(True, linestyle=":", linewidth=0.6, alpha=0.7)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, frameon=False)
+    if len(series) > 1:
+        ax.legend(fontsize=7, frameon=False)
     return to_svg(fig, "pareto")
 
 
@@ -181,7 +187,7 @@ def server_state(panels: list[dict]) -> str:
         ax.step(p["x"], [v or 0 for v in p["waiting"]], where="post", color=COLORS[1], label="waiting",
                 gid="waiting")
     ax.set_ylabel("requests")
-    ax.legend(fontsize=7, frameon=False, loc="upper left")
+    ax.legend(fontsize=7, frameon=False, loc="center left")
     ax = axes[1]
     kv = [v * 100 if v is not None else math.nan for v in p["kv"]]
     ax.plot(p["x"], kv, color=COLORS[2], gid="kv")

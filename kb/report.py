@@ -219,7 +219,8 @@ def from_diagnosis(d, thresholds: dict | None = None, name: str = "this run") ->
     from kb.diagnose import _hw_line, _model_line
 
     title = f"{d.engine or 'engine?'} {ev.engine_version or ''}".strip() + f" · {_model_line(ev)} · {_hw_line(ev)}"
-    return Report(title=title, facts=facts(ev), series=series(name, ev, thresholds), state=server_state(ev),
+    return Report(title=title, facts=facts(ev), series=series(_bench_name(ev) or name, ev, thresholds),
+                  state=server_state(ev),
                   signals=d.signals, recommendations=d.recommendations, combined=d.combined, files=ev.files,
                   warnings=d.warnings)
 
@@ -229,8 +230,8 @@ def from_comparison(c: Comparison, thresholds: dict | None = None) -> Report:
     from kb.attach import changed_args
 
     ss, fs = [], []
-    for s in c.sides:
-        ss += series(s.name, s.ev, thresholds)
+    for s, label in zip(c.sides, short_names([s.name for s in c.sides])):
+        ss += series(label, s.ev, thresholds)
         fs += s.ev.files
     base = c.baseline.ev
     rep = Report(title=f"kb compare · baseline {c.baseline.name} · " + " · ".join(s.name for s in c.others),
@@ -238,6 +239,22 @@ def from_comparison(c: Comparison, thresholds: dict | None = None) -> Report:
                  files=fs, warnings=c.warnings, comparison=c)
     rep.changes = {s.name: [x.strip("`") for x in changed_args(base, s.ev)] for s in c.others}
     return rep
+
+
+def short_names(names: list[str]) -> list[str]:
+    """File names without their directories when that still tells the runs apart."""
+    base = [Path(n.split(": ", 1)[-1].split(", ")[0]).name or n for n in names]
+    prefix = [n.split(": ", 1)[0] + ": " if ": " in n else "" for n in names]
+    short = [p + b for p, b in zip(prefix, base)]
+    return short if len(set(short)) == len(short) else names
+
+
+def _bench_name(ev: RunEvidence) -> str | None:
+    """The benchmark files of a run, by name."""
+    names = list(dict.fromkeys(Path(r.source.path).name for r in ev.bench if r.source))
+    if not names:
+        return None
+    return names[0] if len(names) == 1 else f"{names[0]} and {len(names) - 1} more"
 
 
 def load_saved(path: Path) -> tuple[str, dict] | None:

@@ -222,3 +222,16 @@ def test_bad_inputs(kb, tmp_path):
     assert proc.returncode == 1 and "missing.jsonl" in proc.stderr
     proc = kb("report", SWEEP, "--out", tmp_path / "r.html", "--engine", "tgi")
     assert proc.returncode == 2
+
+
+def test_attach_writes_the_before_after_report(kb, tmp_path):
+    before = SAMPLES / "kb_sweep" / "vllm-0.32.0-cpu_max-num-seqs4_c1-32.jsonl"
+    out = tmp_path / "attach.html"
+    proc = kb("attach", "--before", before, "--after", SWEEP, "--fix", "raise --max-num-seqs from 4 to 8",
+              "--fix-class", "max-running-requests", "--report", out)
+    assert proc.returncode == 0, proc.stderr
+    dom = chromium.Dom(out.read_text())
+    n = len(_levels(SWEEP))
+    assert dom.uses["throughput-total-0"] == len(_levels(before)) and dom.uses["throughput-total-1"] == n
+    html = out.read_text()
+    assert f"before: {before}" in html and f"after: {SWEEP}" in html and 'class="cmp"' in html
