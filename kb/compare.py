@@ -241,7 +241,7 @@ class Comparison:
         out = {"baseline": self.baseline.name, "default_noise_pct": round(self.default_noise * 100, 2),
                "noise_rule": NOISE_RULE,
                "runs": [{"name": s.name, "files": s.ev.files} for s in self.sides],
-               "comparisons": [{"name": s.name, "not_compared": s.not_compared,
+               "comparisons": [{"name": s.name, "summary": summary(s), "not_compared": s.not_compared,
                                 "levels": [{"level": r.level, "load": {"kind": r.key[0], "value": r.key[1]},
                                             "metrics": [c.to_json() for c in r.cells]} for r in s.rows]}
                                for s in self.others],
@@ -256,6 +256,19 @@ class Comparison:
 
 NOISE_RULE = ("noise band per level and metric: the larger (max-min)/median of the repeated runs on either "
               "side when both sides have 2+ runs, else the default band")
+
+
+def summary(s: Side) -> str:
+    """How the cells of one run went, and its largest change for the worse."""
+    cells = [(row, c) for row in s.rows for c in row.cells]
+    counts = {v: sum(c.verdict == v for _, c in cells) for v in ("worse", "better", "within noise")}
+    text = f"{counts['worse']} worse, {counts['better']} better, {counts['within noise']} within noise " \
+           f"({len(cells)} metric-level cells)"
+    worst = max(cells, key=lambda rc: rc[1].worsening(), default=None)
+    if worst and worst[1].verdict == "worse":
+        row, c = worst
+        text += f"; most worse: {c.metric.label} {c.delta:+.1%} at {row.level}"
+    return text
 
 
 def read_side(paths: list[Path], name: str | None = None) -> Side:
@@ -302,7 +315,7 @@ def table(c: Comparison, fail_pct: float | None = None) -> str:
     out.append(f"  noise band: ±{c.default_noise:.0%} where a level has a single run per side; "
                "else the larger spread ((max-min)/median) of the repeats on either side")
     for s in c.others:
-        out += ["", f"{s.name} vs baseline"]
+        out += ["", f"{s.name} vs baseline: {summary(s)}"]
         head = f"  {'level':<34} {'metric':<24} {'baseline':>10} {'this':>10} {'delta':>8} {'noise':>7} {'runs':>5}  verdict"
         out.append(head)
         for row in s.rows:

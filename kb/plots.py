@@ -54,6 +54,16 @@ def _label(series, s, what: str) -> str:
     return what if len(series) == 1 else f"{s.name}: {what}"
 
 
+def _legend(fig, ax, series, loc: str) -> None:
+    """One series: a small legend inside the axes. Several: below the figure, where it
+    hides no curve (bbox_inches="tight" keeps it in the picture)."""
+    if len(series) == 1:
+        ax.legend(fontsize=7, loc=loc, frameon=False)
+        return
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, fontsize=7, frameon=False)
+
+
 def _load_axis(ax, series, label: str) -> None:
     levels = sorted({p.level for s in series for p in s.points if p.level > 0})
     if len(levels) >= 3 and levels[-1] / levels[0] >= 8:
@@ -95,7 +105,7 @@ def throughput(series, load_label: str) -> str:
     _load_axis(ax, series, load_label)
     ax.set_ylabel("tok/s")
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    _legend(fig, ax, series, loc="lower right")
     return to_svg(fig, "throughput")
 
 
@@ -126,8 +136,8 @@ def latency(series, load_label: str) -> str:
             ax.text(0.5, 0.5, "not in these runs", transform=ax.transAxes, ha="center", color="#888")
         ax.set_title(f"{title} (ms)", fontsize=9)
         _load_axis(ax, series, load_label)
-    axes[0].legend(fontsize=7, frameon=False)
     fig.tight_layout()
+    _legend(fig, axes[0], series, loc="best")
     return to_svg(fig, "latency")
 
 
@@ -144,7 +154,7 @@ def pareto(series) -> str:
         if not pts:
             continue
         ax.plot([p.per_user for p in pts], [p.per_gpu for p in pts], marker="o", color=c,
-                label=_label(series, s, "levels in load order"), gid=f"series-{i}")
+                label=s.name, gid=f"series-{i}")
         for p in pts:
             ax.annotate(_fmt(p.level), (p.per_user, p.per_gpu), xytext=(4, 4), textcoords="offset points",
                         fontsize=7, color=c)
@@ -160,7 +170,7 @@ def pareto(series) -> str:
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     if len(series) > 1:
-        ax.legend(fontsize=7, frameon=False)
+        _legend(fig, ax, series, loc="best")
     return to_svg(fig, "pareto")
 
 

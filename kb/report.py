@@ -234,8 +234,9 @@ def from_comparison(c: Comparison, thresholds: dict | None = None) -> Report:
         ss += series(label, s.ev, thresholds)
         fs += s.ev.files
     base = c.baseline.ev
+    names = short_names([s.name for s in c.sides])
     rep = Report(title=f"kb compare · baseline {c.baseline.name} · " + " · ".join(s.name for s in c.others),
-                 facts=[(f"{s.name}: {k}", v) for s in c.sides for k, v in facts(s.ev)[:3]], series=ss,
+                 facts=[(n, " · ".join(v for _, v in facts(s.ev)[:3])) for n, s in zip(names, c.sides)], series=ss,
                  files=fs, warnings=c.warnings, comparison=c)
     rep.changes = {s.name: [x.strip("`") for x in changed_args(base, s.ev)] for s in c.others}
     return rep

@@ -189,6 +189,8 @@ def _val(v, current: bool) -> str:
 
 
 def _comparison(rep) -> str:
+    from kb.compare import summary
+
     c = rep.comparison
     out = [f'<h2 id="comparison">Against the baseline: {e(c.baseline.name)}</h2>',
            f'<div class="sub">Verdicts: better / worse when the change is outside the noise band, else within '
@@ -210,7 +212,7 @@ def _comparison(rep) -> str:
         table = ("<table class=\"cmp\"><tr><th>level</th><th>metric</th><th>baseline</th><th>this run</th><th>delta</th>"
                  f"<th>noise</th><th>runs</th><th>verdict</th></tr>{''.join(rows)}</table>")
         skipped = "".join(f'<li class="warn">not compared: {e(n)}</li>' for n in s.not_compared)
-        out.append(f'<section class="card side"><b>{e(s.name)}</b>'
+        out.append(f'<section class="card side"><b>{e(s.name)}</b><div>{e(summary(s))}</div>'
                    + (f"<div>changed: {e(', '.join(changed))}</div>" if changed else "")
                    + table + (f"<ul>{skipped}</ul>" if skipped else "") + "</section>")
     return "".join(out)

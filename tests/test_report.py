@@ -235,3 +235,15 @@ def test_attach_writes_the_before_after_report(kb, tmp_path):
     assert dom.uses["throughput-total-0"] == len(_levels(before)) and dom.uses["throughput-total-1"] == n
     html = out.read_text()
     assert f"before: {before}" in html and f"after: {SWEEP}" in html and 'class="cmp"' in html
+
+
+def test_compare_report_without_matplotlib_fails_first(kb, tmp_path):
+    blocker = tmp_path / "block"
+    (blocker / "matplotlib").mkdir(parents=True)
+    (blocker / "matplotlib" / "__init__.py").write_text("raise ImportError('blocked for the test')\n")
+    other = SAMPLES / "kb_sweep" / "vllm-0.32.0-cpu_max-num-seqs4_c1-32.jsonl"
+    proc = kb("compare", SWEEP, other, "--report", tmp_path / "c.html", env={"PYTHONPATH": str(blocker)})
+    assert proc.returncode == 1 and "pip install 'kb[report]'" in proc.stderr
+    assert proc.stdout == ""  # nothing compared before the missing extra is named
+    # without --report, compare needs no plotting library
+    assert kb("compare", SWEEP, other, env={"PYTHONPATH": str(blocker)}).returncode == 0
