@@ -354,27 +354,9 @@ def attach(before: Optional[List[Path]] = typer.Option(None, "--before", help="B
                             force_new=force_new, engine=engine, gpu=gpu, config=config), _store())
     typer.echo(json.dumps(res.to_json(), indent=2, ensure_ascii=False) if as_json else attach_report(res))
     if report:
-        _attach_report(report, before, after, config, gpu, engine)
+        from kb import report as rp
 
-
-def _attach_report(out: Path, before, after, config, gpu, engine) -> None:
-    from kb import report as rp
-
-    if before and after:
-        from kb.compare import compare_sides, read_side
-
-        sides = [read_side(list(before), "before: " + ", ".join(map(str, before))),
-                 read_side(list(after), "after: " + ", ".join(map(str, after)))]
-        rep = rp.from_comparison(compare_sides(sides))
-    elif after:
-        from kb.diagnose import diagnose as run_diagnose
-        from ingest.run import read_run
-
-        rep = rp.from_diagnosis(run_diagnose(read_run(list(after), config=config, gpu=gpu, engine=engine), []),
-                                name=", ".join(p.name for p in after))
-    else:
-        raise KbError("--report needs benchmark runs (--after, and --before to compare)")
-    _wrote(out, rp.write(rep, out))
+        _wrote(report, rp.write(rp.from_attach(list(before or []), list(after or []), config, gpu, engine), report))
 
 
 def _require_plots() -> None:

@@ -242,6 +242,21 @@ def from_comparison(c: Comparison, thresholds: dict | None = None) -> Report:
     return rep
 
 
+def from_attach(before: list[Path], after: list[Path], config: str | None = None, gpu: str | None = None,
+                engine: str | None = None) -> Report:
+    """kb attach --report: before and after overlaid, or the after run alone (an observation)."""
+    from kb.compare import compare_sides, read_side
+
+    if before:
+        return from_comparison(compare_sides([read_side(before, "before: " + ", ".join(map(str, before))),
+                                              read_side(after, "after: " + ", ".join(map(str, after)))]))
+    from ingest.run import read_run
+    from kb.diagnose import diagnose
+
+    return from_diagnosis(diagnose(read_run(after, config=config, gpu=gpu, engine=engine), []),
+                          name=", ".join(p.name for p in after))
+
+
 def short_names(names: list[str]) -> list[str]:
     """File names without their directories when that still tells the runs apart."""
     base = [Path(n.split(": ", 1)[-1].split(", ")[0]).name or n for n in names]

@@ -247,3 +247,12 @@ def test_compare_report_without_matplotlib_fails_first(kb, tmp_path):
     assert proc.stdout == ""  # nothing compared before the missing extra is named
     # without --report, compare needs no plotting library
     assert kb("compare", SWEEP, other, env={"PYTHONPATH": str(blocker)}).returncode == 0
+
+
+def test_attach_observation_writes_the_run_report(kb, tmp_path):
+    out = tmp_path / "observed.html"
+    proc = kb("attach", "--after", SWEEP, "--fix", "max-num-seqs 8 as shipped", "--fix-class", "max-running-requests",
+              "--report", out)
+    assert proc.returncode == 0, proc.stderr
+    dom = chromium.Dom(out.read_text())
+    assert dom.uses["throughput-total-0"] == len(_levels(SWEEP)) and "throughput-total-1" not in dom.ids
