@@ -256,3 +256,15 @@ def test_attach_observation_writes_the_run_report(kb, tmp_path):
     assert proc.returncode == 0, proc.stderr
     dom = chromium.Dom(out.read_text())
     assert dom.uses["throughput-total-0"] == len(_levels(SWEEP)) and "throughput-total-1" not in dom.ids
+
+
+def test_text_from_files_is_escaped(kb, tmp_path):
+    """A file name (or any text from a file) is shown, never markup: in HTML and in the SVG."""
+    d = tmp_path / "run"
+    d.mkdir()
+    (d / "<img src=x onerror=alert(1)><script>alert(2)<script>.jsonl").write_bytes(SWEEP.read_bytes())
+    out = tmp_path / "r.html"
+    assert kb("report", d, "--out", out).returncode == 0
+    dom = chromium.Dom(chromium.dump_dom(out))
+    assert "img" not in dom.tags and dom.tags.get("script") == 1  # only the page's own copy-button script
+    assert "&lt;img src=x onerror=alert(1)&gt;" in out.read_text()
