@@ -184,6 +184,10 @@ class Cell:
             return "within noise"
         return "better" if (d > 0) == self.metric.higher_is_better else "worse"
 
+    def spreads(self) -> str:
+        """The repeats' spread on each side, baseline/this ('-' for a single run)."""
+        return "/".join(f"{v:.1%}" if v is not None else "-" for v in (spread(self.base), spread(self.value)))
+
     def worsening(self) -> float:
         """How much worse, as a positive fraction (0 when not worse)."""
         d = self.delta or 0.0
@@ -316,7 +320,8 @@ def table(c: Comparison, fail_pct: float | None = None) -> str:
                "else the larger spread ((max-min)/median) of the repeats on either side")
     for s in c.others:
         out += ["", f"{s.name} vs baseline: {summary(s)}"]
-        head = f"  {'level':<34} {'metric':<24} {'baseline':>10} {'this':>10} {'delta':>8} {'noise':>7} {'runs':>5}  verdict"
+        head = (f"  {'level':<34} {'metric':<24} {'baseline':>10} {'this':>10} {'delta':>8} {'noise':>7} {'runs':>5} "
+                f"{'spread':>13}  verdict")
         out.append(head)
         for row in s.rows:
             for i, cell in enumerate(row.cells):
@@ -326,11 +331,12 @@ def table(c: Comparison, fail_pct: float | None = None) -> str:
                            f"{_num(cell.base_median):>10} {_num(cell.median):>10} "
                            f"{(f'{d:+.1%}' if d is not None else '-'):>8} "
                            f"{'±' + format(band, '.1%') + ('' if src == 'repeats' else '*'):>7} "
-                           f"{len(cell.base)}/{len(cell.value):<3}  {cell.verdict}")
+                           f"{len(cell.base)}/{len(cell.value):<3} {cell.spreads():>13}  {cell.verdict}")
         for n in s.not_compared:
             out.append(f"  not compared: {n}")
     out.append("")
-    out.append("  * default band (one run per side at that level); runs: baseline/this")
+    out.append("  * default band (one run per side at that level); runs and spread ((max-min)/median of the repeats): "
+               "baseline/this")
     if fail_pct is not None:
         bad = c.regressions(fail_pct)
         if bad:

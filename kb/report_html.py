@@ -208,9 +208,10 @@ def _comparison(rep) -> str:
                             f"({e(cell.metric.unit)})</td><td class=n>{_n(cell.base_median)}</td>"
                             f"<td class=n>{_n(cell.median)}</td><td class=n>{'-' if d is None else f'{d:+.1%}'}</td>"
                             f"<td class=n>±{band:.1%}{'' if src == 'repeats' else '*'}</td>"
-                            f"<td class=n>{len(cell.base)}/{len(cell.value)}</td><td class=\"{cls}\">{e(cell.verdict)}</td></tr>")
+                            f"<td class=n>{len(cell.base)}/{len(cell.value)}</td><td class=n>{cell.spreads()}</td>"
+                            f"<td class=\"{cls}\">{e(cell.verdict)}</td></tr>")
         table = ("<table class=\"cmp\"><tr><th>level</th><th>metric</th><th>baseline</th><th>this run</th><th>delta</th>"
-                 f"<th>noise</th><th>runs</th><th>verdict</th></tr>{''.join(rows)}</table>")
+                 f"<th>noise</th><th>runs</th><th>spread</th><th>verdict</th></tr>{''.join(rows)}</table>")
         skipped = "".join(f'<li class="warn">not compared: {e(n)}</li>' for n in s.not_compared)
         out.append(f'<section class="card side"><b>{e(s.name)}</b><div>{e(summary(s))}</div>'
                    + (f"<div>changed: {e(', '.join(changed))}</div>" if changed else "")
