@@ -590,6 +590,7 @@ def tune(launch: str = typer.Option(..., "--launch", help='The server\'s launch 
          out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where trial logs and sweeps go (default $KB_HOME/runs/tune-TIME)."),
          start_timeout: float = typer.Option(600.0, "--start-timeout", min=1.0, help="Seconds a server may take to answer /health."),
          no_attach: bool = typer.Option(False, "--no-attach", help="Do not record the result as a finding."),
+         report: Optional[Path] = typer.Option(None, "--report", help="The before/after HTML report (default OUT_DIR/report.html)."),
          timeout: float = _CHUNK_TIMEOUT, connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
          as_json: bool = typer.Option(False, "--json")):
     """Start the server, sweep, diagnose, try kb's recommended changes one by one, keep what works, record it."""
@@ -608,7 +609,7 @@ def tune(launch: str = typer.Option(..., "--launch", help='The server\'s launch 
     workdir = out_dir or store.home / "runs" / f"tune-{_time.strftime('%Y%m%d-%H%M%S')}"
     opts = TuneOptions(launch=launch, sweep=sw, goal=goal, budget_minutes=budget_minutes, max_trials=max_trials,
                        dry_run=dry_run, candidates=list(candidate or []), config=config, gpu=gpu, workdir=workdir,
-                       start_timeout=start_timeout, attach=not no_attach)
+                       start_timeout=start_timeout, attach=not no_attach, report=report)
     res = do_tune(opts, store.read(_loader(), kbindex.all_records), store)
     typer.echo(json.dumps(res.to_json(), indent=2, default=str) if as_json else tune_report(res))
     if res.interrupted:

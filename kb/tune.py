@@ -56,6 +56,7 @@ class TuneOptions:
     workdir: Path | None = None
     start_timeout: float = 600.0
     attach: bool = True
+    report: Path | None = None  # before/after HTML (default: WORKDIR/report.html)
 
 
 @dataclass
@@ -104,6 +105,8 @@ class TuneResult:
     finding: object = None  # kb.attach.AttachResult
     interrupted: bool = False
     workdir: Path | None = None
+    comparison: str = ""  # kb compare's table, baseline vs best, per level and metric
+    report: Path | None = None  # the before/after HTML report (kb report), when written
 
     def to_json(self) -> dict:
         return {"engine": self.engine, "goal": self.goal, "unit": self.unit, "noise": self.noise,
@@ -113,6 +116,7 @@ class TuneResult:
                 "baseline": self.baseline.n if self.baseline else None, "best": self.best.n if self.best else None,
                 "best_command": self.best.command if self.best else None,
                 "gain": self.gain(), "finding": self.finding.to_json() if self.finding else None,
+                "comparison": self.comparison, "report": str(self.report) if self.report else None,
                 "workdir": str(self.workdir) if self.workdir else None}
 
     def gain(self) -> float | None:
@@ -317,9 +321,32 @@ def tune(opts: TuneOptions, findings: list, store=None) -> TuneResult:
         res.interrupted, res.stopped = True, "interrupted"
     finally:
         signal.signal(signal.SIGTERM, old)
-    if res.best and res.baseline and res.best is not res.baseline and opts.attach and not res.interrupted:
-        res.finding = _attach(res, opts, store)
+    if res.best and res.baseline and res.best is not res.baseline and not res.interrupted:
+        _before_after(res, opts)
+        if opts.attach:
+            res.finding = _attach(res, opts, store)
     return res
+
+
+def _before_after(res: TuneResult, opts: TuneOptions) -> None:
+    """kb compare's level-by-level table (noise band from the repeats) and kb report's
+    before/after page for the baseline against the best configuration."""
+    from kb.compare import compare_sides, read_side, table
+
+    try:
+        c = compare_sides([read_side(list(res.baseline.outs), "baseline"), read_side(list(res.best.outs), "best")])
+        res.comparison = table(c)
+    except KbError as e:
+        res.comparison = f"(not compared: {e})"
+        return
+    try:
+        from kb import report as rp
+
+        out = opts.report or (res.workdir / "report.html")
+        rp.write(rp.from_comparison(c), out)
+        res.report = out
+    except KbError as e:  # matplotlib missing: the message says what to install
+        res.comparison += f"\n(no HTML report: {e})"
 
 
 def _search(res: TuneResult, opts: TuneOptions, env: dict, argv: list[str], findings: list, workdir: Path,
@@ -409,6 +436,10 @@ def report(res: TuneResult) -> str:
         lines += ["", "best launch command" + (" (the baseline: nothing beat it beyond the noise)"
                                                if res.best is res.baseline else f" ({res.gain():.2f}x the baseline)"),
                   res.best.command]
+    if res.comparison:
+        lines += ["", "baseline vs best (kb compare)", res.comparison]
+    if res.report:
+        lines.append(f"\nbefore/after report: {res.report}")
     if res.finding:
         lines.append(f"\nrecorded as finding {res.finding.id} ({res.finding.action}, {res.finding.path})")
     return "\n".join(lines)

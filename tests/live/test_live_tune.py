@@ -52,6 +52,10 @@ def test_tune_keeps_a_larger_cap_with_a_measured_gain(tuned):
     seqs = int(best["command"].split("--max-num-seqs ")[1].split()[0])
     assert seqs > 8, best["command"]
     assert doc["gain"] > 1 + doc["noise"], (doc["gain"], doc["noise"])
+    # the before/after: kb compare's table and kb report's page
+    assert "TTFT p50" in doc["comparison"] and "baseline" in doc["comparison"]
+    page = open(doc["report"], encoding="utf-8").read()
+    assert page.count("<svg") >= 3 and "best" in page
 
 
 def test_an_invalid_candidate_is_recorded_as_failed_and_the_search_goes_on(tuned):
