@@ -96,7 +96,7 @@ class Catalog:
         if flag not in self.flags:
             return f"{flag} is not a {self.engine} {self.version} flag"
         ch = self.choices(flag)
-        if ch and value is not None and value is not True and str(value) not in ch:
+        if ch and value is not None and value is not True and str(value) not in map(str, ch):
             return f"{flag} {value} is not one of {', '.join(map(str, ch))}"
         return None
 
