@@ -158,3 +158,30 @@ def test_command_check_reports_unknown_and_accepts_renames():
     assert check_launch("vllm", "0.19.1", ["m", "--kv-offloading-backend", "native"]) == []
     assert launch_commands("export A=1\nvllm serve m \\\n  --max-num-seqs 8 # note") == [("vllm", ["m", "--max-num-seqs", "8"])]
 
+
+
+def test_coverage_script_counts_classes_engines_and_arches(tmp_path):
+    """benchmarks/coverage.py (issue 22 item 5): per-class, per-engine and per-arch counts."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    (tmp_path / "a.md").write_text(
+        "## One\n\n- **ID:** cov-one\n- **Symptoms:** s\n- **Engine:** vllm\n- **GPU:** H100\n"
+        "- **Root cause:** r\n- **Fix:** f\n- **Fix classes:** attention-backend, kv-cache-dtype\n"
+        "- **Confidence:** low\n- **Sources:** https://example.org/one\n\n"
+        "## Two\n\n- **ID:** cov-two\n- **Symptoms:** s\n- **Engine:** sglang\n- **GPU arch:** SM120\n"
+        "- **Root cause:** r\n- **Fix:** f\n- **Fix classes:** attention-backend\n"
+        "- **Confidence:** low\n- **Sources:** https://example.org/two\n")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coverage.py"), str(tmp_path)],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = dict(re.findall(r"^\| ([^|]+?) \| (\d+) \|$", out.stdout, re.M))
+    assert rows["attention-backend"] == "2" and rows["kv-cache-dtype"] == "1" and rows["lora"] == "0"
+    assert rows["vllm"] == "1" and rows["sglang"] == "1"
+    assert rows["SM90"] == "1" and rows["SM120"] == "1"
+    assert out.stdout.startswith("2 findings;")
+    missing = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "coverage.py"), str(tmp_path / "nope")],
+                             capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert missing.returncode == 2 and "no findings directory" in missing.stderr
