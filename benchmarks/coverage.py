@@ -32,10 +32,19 @@ def table(title: str, counts: Counter, order: list[str] | None = None) -> str:
     return "\n".join(rows)
 
 
+def arch_of(f) -> str:
+    """`GPU arch` as written, else looked up from `GPU`; SM names upper-cased (a finding may
+    write `sm90`), gfx names kept as AMD writes them."""
+    arch = f.context.gpu_arch or gpu_arch(f.context.gpu)
+    if not arch:
+        return NONE
+    return arch.upper() if arch.lower().startswith("sm") else arch
+
+
 def coverage(findings) -> str:
     by_class = Counter(c for f in findings for c in set(f.fix_classes))
     by_engine = Counter(f.context.engine or NONE for f in findings)
-    by_arch = Counter(f.context.gpu_arch or gpu_arch(f.context.gpu) or NONE for f in findings)
+    by_arch = Counter(arch_of(f) for f in findings)
     empty = [c for c in FIX_CLASSES if not by_class.get(c)]
     parts = [
         f"{len(findings)} findings; {len(FIX_CLASSES) - len(empty)} of {len(FIX_CLASSES)} fix classes covered"
