@@ -68,8 +68,9 @@ def doctor(url: str, opts: SweepOptions, findings: list, out: Path, api_key: str
     p = probe(url, api_key, timeouts)
     res = sweep(p, opts, api_key, out)
     if not res.levels:
-        raise ServerError(res.error or ("interrupted before a level finished" if res.interrupted
-                                        else "no level finished"))
+        if res.interrupted and not res.error:
+            raise KeyboardInterrupt  # Ctrl-C before a level finished: nothing to diagnose (exit 130)
+        raise ServerError(res.error or "no level finished")
     if config is None and p.model_path:
         config = _local_config(p.model_path)
     paths = [out] + ([log] if log is not None else [])
