@@ -45,7 +45,7 @@ def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None =
     if not engine:
         warnings.append("engine unknown (no launch command, server log or --engine): no commands can be written")
         return Diagnosis(ev, None, None, signals, [], None, warnings)
-    cat = catalog(engine, ev.engine_version)
+    cat = catalog(engine, ev.engine_version, flags=[w.split("=", 1)[0] for w in ev.launch_argv if w.startswith("--")])
     if cat.note():
         warnings.append(cat.note())
     elif not ev.engine_version:

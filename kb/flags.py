@@ -78,6 +78,7 @@ class Catalog:
     version: str
     requested: str | None  # the version asked for, when it differs (nearest known used)
     flags: dict
+    inferred: str | None = None  # why this version was chosen from the user's own flags
 
     def has(self, flag: str) -> bool:
         return flag in self.flags
@@ -101,9 +102,26 @@ class Catalog:
         return None
 
     def note(self) -> str | None:
+        if self.inferred:
+            return f"{self.engine} version unknown: the command targets {self.version}, {self.inferred}"
         if self.requested and self.requested != self.version:
             return f"no flag catalog for {self.engine} {self.requested}: using the nearest known version {self.version}"
         return None
+
+    def spellings(self, flag: str) -> list[str]:
+        """Every other spelling of `flag`'s setting, in any catalogued version: this version's
+        aliases (`--tp` for `--tp-size`) and the setting's names in other versions
+        (`--cuda-graph-max-bs` for `--cuda-graph-max-bs-decode`). A change replaces all of
+        them, so a command never carries one setting twice (sglang 0.5.20+ rejects the old
+        `--cuda-graph-max-bs` as an ambiguous prefix)."""
+        info = self.flags.get(flag) or {}
+        dest = info.get("dest")
+        same = [f for f, i in self.flags.items() if dest and i.get("dest") == dest and f != flag]
+        out = same + [a for a in info.get("aliases") or [] if a != flag and a not in same]
+        for names in SETTINGS.get(self.engine, {}).values():
+            if flag in names:
+                out += [n for n in names if n != flag and n not in out]
+        return out
 
 
 def _vkey(v: str) -> tuple:
@@ -122,7 +140,30 @@ def _load(engine: str, version: str) -> dict:
     return json.loads((DATA / f"{engine}-{version}.json").read_text())["flags"]
 
 
-def catalog(engine: str, version: str | None = None) -> Catalog:
+def infer_version(engine: str, flags: list[str]) -> tuple[str, str] | None:
+    """(version, why) when the user's own flags pin the version: the newest catalogued
+    version that has every one of them, if that is not the newest overall (a flag that
+    exists only in older versions, e.g. sglang's `--cuda-graph-max-bs` before 0.5.20).
+    None when the newest version takes them all or none takes them all."""
+    known = versions(engine)
+    wanted = [f for f in dict.fromkeys(flags) if f.startswith("--")]
+    if not known or not wanted:
+        return None
+    fits = [v for v in known if all(f in _load(engine, v) for f in wanted)]
+    if not fits or fits[-1] == known[-1]:
+        return None
+    newer = known[known.index(fits[-1]) + 1]
+    missing = [f for f in wanted if f not in _load(engine, newer)]
+    return fits[-1], f"the newest that accepts {', '.join(missing[:3])} (gone in {newer})"
+
+
+def catalog(engine: str, version: str | None = None, flags: list[str] | None = None) -> Catalog:
+    """The catalog for this engine version, or the nearest known one; with the version
+    unknown, the one the user's own `flags` pin (infer_version), else the newest."""
+    if not version and flags:
+        hit = infer_version(engine, flags)
+        if hit:
+            return Catalog(engine, hit[0], None, _load(engine, hit[0]), inferred=hit[1])
     """The catalog for this engine version, or the nearest known one (newest when unknown)."""
     known = versions(engine)
     if not known:

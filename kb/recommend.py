@@ -106,11 +106,8 @@ def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], ba
 
 
 def _aliases(catalog: Catalog, flag: str) -> list[str]:
-    """Other spellings of the same setting (e.g. --tp and --tensor-parallel-size)."""
-    info = catalog.flags.get(flag) or {}
-    dest = info.get("dest")
-    same = [f for f, i in catalog.flags.items() if dest and i.get("dest") == dest and f != flag]
-    return same + [a for a in info.get("aliases") or [] if a != flag and a not in same]
+    """Other spellings of the same setting, in this version and others (catalog.spellings)."""
+    return catalog.spellings(flag)
 
 
 # What a rule may raise on a server argument of an unexpected shape (a list where one

@@ -38,3 +38,52 @@ def test_unknown_versions_use_the_nearest_older_catalog():
     cat = catalog("sglang", "0.5.10")
     assert cat.version == "0.5.8" and "nearest" in cat.note()
     assert catalog("vllm", None).version == versions("vllm")[-1]
+
+
+# ---------------------------------------------------------------- one setting, one spelling
+
+
+def test_a_change_replaces_every_spelling_of_its_setting():
+    from kb.flags import catalog
+    from kb.launchcmd import apply
+
+    cat = catalog("sglang", "0.5.23")
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--cuda-graph-max-bs", "128"]
+    flag = cat.flag_for("cuda_graph_max_bs")
+    out = apply(argv, [(flag, 256, cat.spellings(flag))])
+    assert out == ["python", "-m", "sglang.launch_server", "--model-path", "m", "--cuda-graph-max-bs-decode", "256"]
+    vcat = catalog("vllm", "0.32.0")
+    out = apply(["vllm", "serve", "m", "-tp", "2"], [("--tensor-parallel-size", 4, vcat.spellings("--tensor-parallel-size"))])
+    assert out == ["vllm", "serve", "m", "--tensor-parallel-size", "4"]
+
+
+def test_the_users_flags_pin_an_unknown_version():
+    from kb.flags import catalog, infer_version
+
+    # --cuda-graph-max-bs is in sglang's catalogs up to 0.5.19; 0.5.20+ rejects it as ambiguous
+    assert infer_version("sglang", ["--model-path", "--cuda-graph-max-bs"])[0] == "0.5.19"
+    assert infer_version("sglang", ["--model-path", "--cuda-graph-max-bs-decode"]) is None  # the newest takes it
+    assert infer_version("sglang", ["--no-such-flag"]) is None
+    cat = catalog("sglang", None, flags=["--cuda-graph-max-bs"])
+    assert cat.version == "0.5.19" and "targets 0.5.19" in cat.note() and "--cuda-graph-max-bs" in cat.note()
+    assert catalog("sglang", "0.5.8", flags=["--cuda-graph-max-bs"]).version == "0.5.8"  # a known version wins
+
+
+def test_diagnose_says_which_version_the_command_targets(tmp_path):
+    from ingest.run import read_run
+    from kb.diagnose import diagnose
+
+    ev = read_run([], engine="sglang", launch="python -m sglang.launch_server --model-path zai-org/GLM-4.6-FP8 "
+                                             "--tp-size 8 --cuda-graph-max-bs 128")
+    d = diagnose(ev, [])
+    assert d.catalog.version == "0.5.19"
+    assert any("targets 0.5.19" in w for w in d.warnings)
+    for r in d.recommendations:
+        for cmd in r.commands:
+            assert not ("--cuda-graph-max-bs " in cmd and "--cuda-graph-max-bs-decode" in cmd), cmd
+
+
+def test_int_choices_accept_their_values():
+    from kb.flags import catalog
+
+    assert catalog("vllm", "0.11.0").check("--block-size", 16) is None
