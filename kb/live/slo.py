@@ -15,7 +15,6 @@ that met it and the first that did not.
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Callable
@@ -62,13 +61,9 @@ def parse(text: str) -> list[Objective]:
 
 
 def _percentile(vals: list[float], p: float) -> float:
-    v = sorted(vals)
-    if not v:
-        return 0.0
-    k = (len(v) - 1) * p / 100.0
-    lo = math.floor(k)
-    hi = min(lo + 1, len(v) - 1)
-    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+    from kb.live.sweep import percentile  # numpy's default interpolation, as the sweep's own figures
+
+    return percentile(sorted(vals), p)
 
 
 def request_value_ms(o, metric: str, pct: float) -> float | None:
