@@ -33,11 +33,12 @@ class Timeouts:
         return httpx.Timeout(connect=self.connect, read=self.read, write=self.read, pool=None)
 
 
-def base_url(url: str) -> httpx.URL:
-    """The server's root URL: http(s) only, a host, no credentials; a trailing `/v1` is dropped."""
+def checked_url(url: str, what: str, example: str, credentials: str) -> httpx.URL:
+    """A URL kb may talk to: a scheme given, http(s) only, a host, no credentials in it
+    (they belong in `credentials`, which are never printed)."""
     text = (url or "").strip()
     if "://" not in text:
-        raise ServerError(f"{text!r}: give the server URL with its scheme, e.g. http://127.0.0.1:8000")
+        raise ServerError(f"{text!r}: give {what} with its scheme, e.g. {example}")
     try:
         u = httpx.URL(text)
     except (httpx.InvalidURL, ValueError) as e:
@@ -47,7 +48,13 @@ def base_url(url: str) -> httpx.URL:
     if not u.host:
         raise ServerError(f"{text!r}: the URL has no host")
     if u.userinfo:
-        raise ServerError(f"{shown(u)}: put credentials in --api-key or KB_API_KEY, not in the URL")
+        raise ServerError(f"{shown(u)}: put credentials in {credentials}, not in the URL")
+    return u
+
+
+def base_url(url: str) -> httpx.URL:
+    """The server's root URL: http(s) only, a host, no credentials; a trailing `/v1` is dropped."""
+    u = checked_url(url, "the server URL", "http://127.0.0.1:8000", "--api-key or KB_API_KEY")
     path = u.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[:-3]

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from kb.errors import ServerError
-from kb.live.client import Timeouts, _short, describe_error, shown
+from kb.live.client import Timeouts, _short, checked_url, describe_error, shown
 
 ANSWER_CAP = 16 * 2**20  # bytes of one API answer (a capped range query is ~7 MB, see kb/fleet/collect.py)
 ERROR_BODY_CAP = 4096
@@ -128,17 +128,7 @@ class PromApi:
 
 
 def _base(url: str) -> httpx.URL:
-    text = (url or "").strip()
-    if "://" not in text:
-        raise ServerError(f"{text!r}: give Prometheus's URL with its scheme, e.g. http://127.0.0.1:9090")
-    try:
-        u = httpx.URL(text)
-    except (httpx.InvalidURL, ValueError) as e:
-        raise ServerError(f"{text!r}: not a valid URL ({e})") from None
-    if u.scheme not in ("http", "https") or not u.host:
-        raise ServerError(f"{shown(u) if u.host else text!r}: only http:// and https:// URLs with a host are supported")
-    if u.userinfo:
-        raise ServerError(f"{shown(u)}: put credentials in --prometheus-user/--prometheus-token, not in the URL")
+    u = checked_url(url, "Prometheus's URL", "http://127.0.0.1:9090", "--prometheus-user/--prometheus-token")
     return u.copy_with(path=u.path.rstrip("/") or "", query=None, fragment=None)
 
 
