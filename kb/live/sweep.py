@@ -28,7 +28,6 @@ import json
 import math
 import random
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from kb.errors import ServerError
 from kb.live import client as cl
 from kb.live.metrics import Scrape, prefixes
 from kb.live.probe import ProbeResult
+from kb.progress import LevelBar
 
 TOOL = "kb-sweep"
 DATASET = "random-words"
@@ -320,31 +320,25 @@ async def one_request(http: httpx.AsyncClient, url: httpx.URL, body: dict) -> Ou
 
 
 class Progress:
-    """One self-rewriting line on stderr (only when it is a terminal)."""
+    """A rich bar per level on stderr (requests done, failures, time), only when stderr
+    is a terminal (kb.progress): a pipe, a file and --json output see nothing of it."""
 
     def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.last = 0.0
+        self.bar = LevelBar(enabled)
+        self.enabled = self.bar.on
+        self.level: float | None = None
 
     def show(self, c: float, done: int, total: int | None, failed: int, t0: float, force: bool = False) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
-        if not force and now - self.last < 0.1:
-            return
-        self.last = now
-        width = 24
-        frac = done / total if total else 0.0
-        bar = "#" * int(width * frac) + "." * (width - int(width * frac))
-        tot = f"/{total}" if total and total < 1_000_000 else ""
-        sys.stderr.write(f"\r  c={c:<5g} [{bar}] {done}{tot} requests  {time.monotonic() - t0:6.1f} s"
-                         + (f"  {failed} failed" if failed else "") + "   ")
-        sys.stderr.flush()
+        if self.level != c:
+            self.bar.start(f"  c={c:<5g}", total if total and total < 1_000_000 else None)
+            self.level = c
+        self.bar.update(done, failed)
 
     def end(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r" + " " * 78 + "\r")
-            sys.stderr.flush()
+        self.bar.end()
+        self.level = None
 
 
 # ------------------------------------------------------------------ metrics sampling
