@@ -122,6 +122,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--size-mb", type=float, default=1024)
     ap.add_argument("--runs", type=int, default=3, help="kb and grep runs, interleaved; medians reported")
+    ap.add_argument("--root", default=str(ROOT), help="the kb checkout to time (another worktree: before/after)")
     args = ap.parse_args()
     load = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory() as d:
@@ -129,13 +130,14 @@ def main() -> int:
         mb = generate_mixed(log, args.size_mb) / 2**20
         kb, grep = [], []
         for _ in range(args.runs):
-            kb.append(measure([sys.executable, "-c", CHILD.format(root=str(ROOT), path=str(log))]))
+            kb.append(measure([sys.executable, "-c", CHILD.format(root=args.root, path=str(log))]))
             grep.append(measure(GREP + [str(log)]))
     load_end = Path("/proc/loadavg").read_text().split()[:3]
     print(f"mixed log: {mb:,.0f} MiB (sample lines: {', '.join(f'{k} {w:.2%}' for k, w in MIX)}); "
           f"{args.runs} interleaved runs, medians; load average {' '.join(load)} before, {' '.join(load_end)} after")
     print(f"{'tool':<10}{'wall s':>9}{'MiB/s':>9}{'CPU s':>9}{'MiB/CPU-s':>11}{'peak RSS MiB':>14}  result")
     rows = {}
+    print(f"kb = {args.root} at {subprocess.run(['git', '-C', args.root, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}")
     for name, runs in (("kb", kb), ("grep -c", grep)):
         wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
         rows[name] = wall, cpu
