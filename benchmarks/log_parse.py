@@ -1,15 +1,21 @@
-"""Log parsing speed and memory: kb's streaming reader against `grep -c` on the
-same generated server log (real sglang and vLLM line formats, repeated).
+"""Log parsing speed and memory: kb's reader (ingest.run.read_run) against `grep -c` on
+the same generated server log, interleaved in one run: a mixed log of real sample lines
+(sglang and vLLM stats lines of several versions, uvicorn access lines, start-up lines,
+warnings, errors and long lines; see MIX), repeated to the size asked for.
 
-    python benchmarks/log_parse.py [--size-mb 1024] [--engine sglang|vllm]
+    python benchmarks/log_parse.py [--size-mb 1024] [--runs 3]
 
-Prints a table; exits 0. The log is generated under a temp dir and removed.
+Prints wall time, CPU time (user + system: what a loaded machine distorts least) and peak
+RSS of each child process, and the load average. The log is written under a temp dir and removed.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -23,67 +29,121 @@ SOURCES = {"sglang": SAMPLES / "sglang_logs" / "src-sglang-0.5.5_deepseek-v3_tp8
 NEEDLE = {"sglang": " batch", "vllm": "Avg prompt throughput"}
 
 
+STATS = ("Decode batch", "Prefill batch", "Avg prompt throughput")
+ACCESS = re.compile(rb'INFO: +\S+ - "(?:GET|POST) ')
+
+
+def pools() -> dict[str, list[bytes]]:
+    """Lines of the sample server logs, sorted into stats lines (by engine), access lines,
+    the longest lines and everything else (start-up, warnings, errors). Stats and access
+    lines come from the `src-` samples (each rendered from one engine release's own format
+    strings: sglang 0.3.6, 0.4.6.post5, 0.5.5 incl. EAGLE and PD disaggregation; vLLM 0.6.4.post1
+    V0, 0.8.5.post1 V1, 0.11.0 V1 with its coloured prefix, 0.33.0 V1), as a server writes
+    them; the rest comes from every sample, pasted excerpts included."""
+    out: dict[str, list[bytes]] = {"sglang": [], "vllm": [], "access": [], "other": [], "long": []}
+    for f in sorted(SAMPLES.glob("*_logs/*.log")):
+        own = f.name.startswith("src-")
+        for ln in f.read_bytes().splitlines():
+            if b"Decode batch" in ln or b"Prefill batch" in ln:
+                kind = "sglang" if own else None
+            elif b"Avg prompt throughput" in ln:
+                kind = "vllm" if own else None
+            elif ACCESS.search(ln):
+                kind = "access" if own else None
+            else:
+                kind = "long" if len(ln) > 2000 else "other" if ln.strip() else None
+            if kind:
+                out[kind].append(ln)
+    return out
+
+
+# share of lines by kind: a busy server's log is mostly stats and access lines
+MIX = (("sglang", 0.46), ("vllm", 0.16), ("access", 0.3789), ("other", 0.001), ("long", 0.0001))
+
+
+def mixed_unit(lines: int = 20_000, seed: int = 0) -> bytes:
+    """`lines` lines drawn from the real samples' lines in the MIX proportions."""
+    rnd = random.Random(seed)
+    p = pools()
+    kinds = [k for k, _ in MIX]
+    weights = [w for _, w in MIX]
+    return b"".join(rnd.choice(p[k]) + b"\n" for k in rnd.choices(kinds, weights, k=lines))
+
+
+def generate_mixed(path: Path, size_mb: float, seed: int = 0) -> int:
+    """A mixed log of about `size_mb` MiB: one 20,000-line unit of sample lines, repeated."""
+    return repeated(path, mixed_unit(seed=seed), int(size_mb * 2**20))
+
+
 def generate(path: Path, source: Path, needle: str, size_mb: int) -> int:
-    """The sample once (start-up lines, warnings), then its periodic stats lines
-    repeated, as a long-running server's log is."""
+    """One sample once (start-up lines, warnings), then its periodic stats lines
+    repeated, as a long-running server's log is (benchmarks/speed.py's log)."""
     head = source.read_bytes()
     block = b"".join(ln for ln in head.splitlines(keepends=True) if needle.encode() in ln) or head
     return repeated(path, block, size_mb * 2**20, head)
 
 
 def repeated(path: Path, unit: bytes, size: int, head: bytes = b"") -> int:
-    """Write `head`, then `unit` over and over (in ~4 MiB writes) until `size` bytes; the bytes written."""
-    chunk = unit * max(1, 4 * 2**20 // len(unit))
+    """Write `head`, then `unit` over and over until `size` bytes; the bytes written."""
     with open(path, "wb") as fh:
         fh.write(head)
         written = len(head)
         while written < size:
-            fh.write(chunk)
-            written += len(chunk)
+            fh.write(unit)
+            written += len(unit)
     return written
 
 
 CHILD = """
-import resource, sys, time
+import sys
 from pathlib import Path
 sys.path.insert(0, {root!r})
 from ingest.run import read_run
-t = time.perf_counter()
 ev = read_run([Path({path!r})])
-dt = time.perf_counter() - t
-tr = ev.traces[0]
-print(dt, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, tr.stats.get("samples"), len(tr.samples))
+print(" ".join(str(t.stats.get("samples")) + "/" + str(len(t.samples)) for t in ev.traces))
 """
+GREP = ["grep", "-c", "-F", "-e", "Decode batch", "-e", "Prefill batch", "-e", "Avg prompt throughput"]
 
 
-def run_kb(path: Path) -> tuple[float, int, int, int]:
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=str(ROOT), path=str(path))],
-                         capture_output=True, text=True, check=True).stdout.split()
-    return float(out[0]), int(out[1]), int(out[2]), int(out[3])
-
-
-def run_grep(path: Path, needle: str) -> tuple[float, int]:
+def measure(argv: list[str]) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MB, stdout) of one child process, from its own rusage."""
     t = time.perf_counter()
-    out = subprocess.run(["grep", "-c", needle, str(path)], capture_output=True, text=True).stdout
-    return time.perf_counter() - t, int(out.strip() or 0)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
+    out = proc.stdout.read()
+    _, status, ru = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"{argv[0]} failed with exit code {proc.returncode}")
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss / 1024, out.strip()
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size-mb", type=int, default=1024)
-    ap.add_argument("--engine", choices=sorted(SOURCES), default="sglang")
+    ap.add_argument("--size-mb", type=float, default=1024)
+    ap.add_argument("--runs", type=int, default=3, help="kb and grep runs, interleaved; medians reported")
+    ap.add_argument("--root", default=str(ROOT), help="the kb checkout to time (another worktree: before/after)")
     args = ap.parse_args()
+    load = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory() as d:
         log = Path(d) / "server.log"
-        size = generate(log, SOURCES[args.engine], NEEDLE[args.engine], args.size_mb)
-        mb = size / 2**20
-        kb_s, rss_kb, samples, kept = run_kb(log)
-        grep_s, grep_n = run_grep(log, NEEDLE[args.engine])
-    print(f"generated {args.engine} log: {mb:,.0f} MB ({SOURCES[args.engine].name} repeated)")
-    print(f"{'tool':<22}{'seconds':>10}{'MB/s':>10}{'peak RSS MB':>14}{'lines counted':>16}")
-    print(f"{'kb read_run':<22}{kb_s:>10.1f}{mb / kb_s:>10.1f}{rss_kb / 1024:>14.0f}{samples:>16,}")
-    print(f"{'grep -c':<22}{grep_s:>10.1f}{mb / grep_s:>10.1f}{'-':>14}{grep_n:>16,}")
-    print(f"kb / grep time ratio: {kb_s / grep_s:.1f}x; samples kept in memory: {kept:,} (of {samples:,})")
+        mb = generate_mixed(log, args.size_mb) / 2**20
+        kb, grep = [], []
+        for _ in range(args.runs):
+            kb.append(measure([sys.executable, "-c", CHILD.format(root=args.root, path=str(log))]))
+            grep.append(measure(GREP + [str(log)]))
+    load_end = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"mixed log: {mb:,.0f} MiB (sample lines: {', '.join(f'{k} {w:.2%}' for k, w in MIX)}); "
+          f"{args.runs} interleaved runs, medians; load average {' '.join(load)} before, {' '.join(load_end)} after")
+    print(f"{'tool':<10}{'wall s':>9}{'MiB/s':>9}{'CPU s':>9}{'MiB/CPU-s':>11}{'peak RSS MiB':>14}  result")
+    rows = {}
+    print(f"kb = {args.root} at {subprocess.run(['git', '-C', args.root, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}")
+    for name, runs in (("kb", kb), ("grep -c", grep)):
+        wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
+        rows[name] = wall, cpu
+        print(f"{name:<10}{wall:>9.2f}{mb / wall:>9.1f}{cpu:>9.2f}{mb / cpu:>11.1f}{rss:>14.1f}  {runs[0][3]}")
+    print(f"kb / grep: wall {rows['kb'][0] / rows['grep -c'][0]:.1f}x, CPU {rows['kb'][1] / rows['grep -c'][1]:.1f}x "
+          "(kb: stats lines seen/kept per engine; grep: stats lines counted)")
     return 0
 
 

