@@ -54,17 +54,17 @@ def ask(index_dir: Path, question: str, limit: int = 5, boost: dict[str, float] 
     return answers[:limit]
 
 
-def word_pairs(question: str) -> list[str]:
-    """The question's adjacent word pairs (lower case, as " a b "), without pairs of two
-    stop words ("of the")."""
+def word_pairs(question: str) -> list[tuple[str, str, re.Pattern[str]]]:
+    """The question's adjacent word pairs (lower case), each with the pattern that finds
+    the two words side by side; pairs of two stop words ("of the") are left out."""
     from whoosh.analysis import STOP_WORDS
 
     words = _TOKEN.findall(question.lower())
-    pairs = [f" {a} {b} " for a, b in zip(words, words[1:]) if not (a in STOP_WORDS and b in STOP_WORDS)]
-    return list(dict.fromkeys(pairs))
+    pairs = {(a, b) for a, b in zip(words, words[1:]) if not (a in STOP_WORDS and b in STOP_WORDS)}
+    return [(a, b, re.compile(rf"(?<![a-z0-9]){re.escape(a)}[^a-z0-9]+{re.escape(b)}(?![a-z0-9])"))
+            for a, b in sorted(pairs)]
 
 
-def _pairs_in(f: Finding, pairs: list[str]) -> int:
-    text = " ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or "", *f.commands, f.body])
-    flat = f" {' '.join(_TOKEN.findall(text.lower()))} "
-    return sum(p in flat for p in pairs)
+def _pairs_in(f: Finding, pairs: list[tuple[str, str, re.Pattern[str]]]) -> int:
+    text = " ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or "", *f.commands, f.body]).lower()
+    return sum(1 for a, b, rx in pairs if a in text and b in text and rx.search(text))
