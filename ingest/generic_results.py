@@ -454,3 +454,15 @@ class GenericResultsJson:
 
 READERS = (GenericResultsJson,)
 
+
+
+def only_a_results_table(text: str) -> bool:
+    """True for a document that is nothing but result tables under headings (the
+    `benchmark_result_<ISL>_<OSL>.md` a sweep script writes): run evidence, not notes."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines or not all(ln.startswith(("#", "|")) for ln in lines):
+        return False
+    parser = GenericResultsText("-")
+    for n, ln in enumerate(lines, 1):
+        parser.feed(n, ln)
+    return bool(parser.results())

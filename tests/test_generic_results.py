@@ -157,3 +157,24 @@ def test_diagnose_json_file_of_results(kb, tmp_path):
     f.write_text(json.dumps(doc))
     out = kb("diagnose", f, "--json", check_json=True)
     assert "throughput-plateau" in {s["id"] for s in out["signals"]}
+
+
+def test_sweep_script_markdown_table_and_its_md_file_is_evidence(kb, tmp_path):
+    # "## Benchmark Result (ISL:OSL=3000:150)" and the table tke llmbench's bench.sh writes
+    ev, entry = runs_of("tke-llmbench-deepseek-r1-3000-150.txt")
+    runs = by_level(ev)
+    assert sorted(runs) == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert runs[128].output_throughput == 416.2 and runs[128].ttft_ms == {"mean": 2976.7, "p99": 35364.6}
+    assert runs[128].e2e_ms["p99"] == 79375.69
+    # saved as the script names it (benchmark_result_<ISL>_<OSL>.md), it is run evidence, not notes
+    from ingest.detect import split_paths
+
+    md = tmp_path / "benchmark_result_3000_150.md"
+    md.write_bytes((GENERIC / "tke-llmbench-deepseek-r1-3000-150.txt").read_bytes())
+    findings, evidence, _ = split_paths([md])
+    assert (findings, evidence) == ([], [md])
+    notes = tmp_path / "notes.md"  # prose around the same table: a team's notes, indexed as knowledge
+    notes.write_text("## Sweep\n\nRan it twice.\n\n" + md.read_text())
+    assert split_paths([notes])[0] == [notes]
+    out = kb("diagnose", md, "--json", check_json=True)
+    assert "ttft-queueing" in {s["id"] for s in out["signals"]}
