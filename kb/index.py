@@ -28,7 +28,9 @@ BOOSTS = {
     "fix_classes": 1.6,
     "commands": 1.0,
     "context": 1.2,
-    "body": 0.6,
+    # Free-form notes hold almost all their text in the body; at 0.6 a team's own notes
+    # ranked below canonical findings as a class. Prose weighs like commands now.
+    "body": 1.0,
 }
 
 
@@ -299,7 +301,7 @@ def _bm25f(s, words: list[str], limit: int) -> list[tuple[int, float]]:
     weighting = s.weighting
     b_default, k1 = weighting.B, weighting.K1
     k1p = k1 + 1
-    field_b = getattr(weighting, "_field_B", {})
+    field_b = {**getattr(weighting, "_field_B", {}), **FIELD_B}
     subs = [(s, 0)] if s.is_atomic() else list(s.subsearchers)
     whole = s.reader()
     n_docs = max(s.doc_count(), 1)
@@ -341,6 +343,10 @@ def _bm25f(s, words: list[str], limit: int) -> list[tuple[int, float]]:
 
 
 COVERAGE = 1.0
+# Length normalisation per field (BM25's b; whoosh's default 0.75 elsewhere). A section of
+# free-form notes keeps nearly all its words in the body, and a long one (a results table,
+# a config block) was normalised away: at 0.5 the one line that names a patch still counts.
+FIELD_B = {"body": 0.5}
 
 
 _NORMS: dict[tuple, list[float]] = {}

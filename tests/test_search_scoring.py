@@ -47,7 +47,7 @@ def reference_ranking(s, ws, limit):
         for field in kbindex.BOOSTS:
             if (field, word) not in r:
                 continue
-            b = getattr(w, "_field_B", {}).get(field, w.B)
+            b = kbindex.FIELD_B.get(field, getattr(w, "_field_B", {}).get(field, w.B))
             avgfl = s.avg_field_length(field) or 1
             m = r.postings(field, word)  # the field boost is already in the weight
             while m.is_active():
