@@ -140,3 +140,20 @@ def test_a_percentage_is_named_by_the_metric_written_after_it():
     # "- **Dynamic FP8**: +14.8% TPS, -14.1% TTFT, -21.8% TPOT"
     g = _gains("gpustack-quantization-vllm.md", "Conclusions")
     assert {("total throughput", 100.0, 114.8, "%"), ("TTFT", 100.0, 85.9, "%"), ("TPOT", 100.0, 78.2, "%")} <= g
+
+
+def test_the_model_a_document_names_once_holds_for_its_sections():
+    # "- **Model**: Qwen3-8B" under Experimental Setup; the results sections name only GPUs
+    recs = read_findings(NOTES / "gpustack-quantization-vllm.md")
+    h100 = next(r for r in recs if r.title.endswith("Experimental Results / H100 80GB"))
+    assert "Qwen3-8B" in h100.tags
+    chunk = next(r for r in read_findings(NOTES / "gpustack-lmcache-prefill.md") if r.title.endswith("Tuning Chunk Size"))
+    assert chunk.tags == ["Qwen3-8B"]
+    # "Qwen3-235B" and "Qwen3-235B-A22B" are one model: the longer name is carried
+    from ingest.markdown import parse_findings
+
+    recs = parse_findings("# Sweep\n\nQwen3-235B on 8x H100, the Qwen3-235B-A22B-Instruct FP8 build.\n\n"
+                          "## TP4\n\n7527 tok/s\n", "n.md")
+    assert next(r for r in recs if r.title.endswith("TP4")).tags == ["Qwen3-235B-A22B"]
+    # no model named with its size: nothing is added
+    assert not any(r.tags for r in read_findings(NOTES / "dstack-deepseek-r1-mi300x-h200.md"))
