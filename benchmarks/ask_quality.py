@@ -8,6 +8,7 @@ over the same shipped findings, in the same run:
   (ties keep the findings' file order).
 
     python benchmarks/ask_quality.py [--quick] [--questions FILE] [--misses]
+    python benchmarks/ask_quality.py --practitioner [--misses]
 
 The questions (benchmarks/data/ask_heldout.json) were labelled from the findings
 before any ranking was run; they measure kb and are never used to tune it.
@@ -15,6 +16,10 @@ benchmarks/data/ask_heldout_2026.json (--questions) holds questions on the 2026 
 written from public threads before the findings for those topics existed, so they are
 labelled by fix class ("expect_classes") rather than by finding id: a returned finding
 is a hit when it carries one of the question's fix classes.
+--practitioner measures the other case: seven public practitioner documents
+(tests/data/practitioner_notes, SOURCES.md) ingested next to the shipped findings, and
+their 40 questions labelled with the document section that answers each (a hit = a
+returned record of that document whose title ends with a labelled section).
 Prints a table; exits 0. Everything is built under a temp dir and removed.
 """
 
@@ -43,6 +48,7 @@ QUESTIONS_2026 = ROOT / "benchmarks" / "data" / "ask_heldout_2026.json"
 HELD_OUT = (QUESTIONS, QUESTIONS_2026)
 DEPTH = 10  # ranks looked at for MRR
 QUICK_QUESTIONS = 12
+NOTES = ROOT / "tests" / "data" / "practitioner_notes"
 
 
 def finding_sections() -> dict[str, str]:
@@ -164,12 +170,47 @@ def print_misses(questions: list[dict], results: dict[str, dict]) -> None:
             print(f"  rr {r:.2f}  {q['q']}")
 
 
+def practitioner(misses: bool) -> int:
+    """kb ask with the practitioner documents ingested next to the shipped findings."""
+    questions = json.loads((NOTES / "questions.json").read_text())
+
+    def hit(f, q) -> bool:
+        wanted = [(q["doc"], s) for s in q["sections"]] + [tuple(x) for x in q.get("also", [])]
+        path = Path(f.sources[0].path).name if f.sources and f.sources[0].path else ""
+        return any(path == doc and f.title.endswith(section) for doc, section in wanted)
+
+    with tempfile.TemporaryDirectory() as d:
+        store = Store(Path(d) / "kbhome")
+        store.sync(load_findings, sorted(NOTES.glob("*.md")))
+        t = time.perf_counter()
+        ranks = []
+        for q in questions:
+            found = [a.finding for a in ask(store.index_dir, q["q"], limit=DEPTH)]
+            ranks.append(next((i for i, f in enumerate(found, 1) if hit(f, q)), None))
+        seconds = time.perf_counter() - t
+    n = len(ranks)
+    print(f"practitioner notes ({NOTES.relative_to(ROOT)}): {n} questions; shipped findings + 7 documents; "
+          f"MRR over the top {DEPTH}")
+    print(f"{'ranker':<34}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}{'seconds':>10}")
+    print(f"{'kb ask':<34}{sum(r == 1 for r in ranks if r) / n:>8.2f}{sum(1 for r in ranks if r and r <= 3) / n:>8.2f}"
+          f"{sum(1 for r in ranks if r and r <= 5) / n:>8.2f}{sum(1 / r for r in ranks if r) / n:>8.3f}{seconds:>10.1f}")
+    if misses:
+        for q, r in zip(questions, ranks):
+            if r != 1:
+                print(f"  rank {r}  {q['q']}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--questions", type=Path, default=QUESTIONS)
     ap.add_argument("--quick", action="store_true", help=f"only the first {QUICK_QUESTIONS} questions")
     ap.add_argument("--misses", action="store_true", help="list the questions kb does not answer first")
+    ap.add_argument("--practitioner", action="store_true",
+                    help="the practitioner documents and their labelled questions, ingested next to the shipped findings")
     args = ap.parse_args()
+    if args.practitioner:
+        return practitioner(args.misses)
     questions = json.loads(args.questions.read_text())
     if args.quick:
         questions = questions[:QUICK_QUESTIONS]

@@ -1,6 +1,7 @@
 """Which reader handles a file: findings markdown (into the index) or run evidence
 (benchmarks, logs, configs, nvidia-smi; read by ingest.run). Decided by content;
-a `.md` name only settles the markdown case for a file with a single heading."""
+a `.md` name only settles the markdown case for a file with a single heading, and a
+file of nothing but headings and result tables (a sweep script's output) is evidence."""
 
 from __future__ import annotations
 
@@ -15,16 +16,26 @@ _FENCE = re.compile(rb"^(```|~~~).*?^(```|~~~)", re.M | re.S)
 
 
 def is_findings(p: Path) -> bool:
-    if p.suffix.lower() in (".md", ".markdown"):
-        return True
     try:
         with open(p, "rb") as fh:
             head = fh.read(4 * SNIFF_BYTES)
     except OSError:
-        return False
+        return p.suffix.lower() in (".md", ".markdown")
+    if _results_only(head):
+        return False  # a sweep script's markdown results (headings and tables only): run evidence
+    if p.suffix.lower() in (".md", ".markdown"):
+        return True
     if b"\x00" in head or head.lstrip()[:1] in (b"{", b"["):
         return False
     return len(_HEADING.findall(_FENCE.sub(b"", head))) >= 2
+
+
+def _results_only(head: bytes) -> bool:
+    if b"|" not in head or len(head) >= 4 * SNIFF_BYTES:
+        return False
+    from ingest.generic_results import only_a_results_table
+
+    return only_a_results_table(head.decode("utf-8", errors="replace"))
 
 
 def split_paths(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, str]]]:

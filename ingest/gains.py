@@ -24,7 +24,8 @@ CONCURRENCY = re.compile(
     re.I,
 )
 _RATIO_TAIL = re.compile(r"^\s*(?:faster|speed|higher|better|more (?:throughput|tok)|improv|throughput|gain|boost|lower|less|slower|tok/s)", re.I)
-MEASURE_WORDS = re.compile(r"throughput|tok|ttft|tpot|itl|latency|req/s|speed|decode", re.I)
+MEASURE_WORDS = re.compile(r"throughput|tok|\btps\b|ttft|tpot|itl|latency|req/s|speed|decode", re.I)
+_METRIC_AFTER = re.compile(r"\s*(ttft|tpot|itl|tps|throughput|latency|tok/s|output tps|input tps|total tps)\b", re.I)
 _GAIN_WORDS = re.compile(r"faster|speed|throughput|higher|better|improv|gain|boost|more|tok/s|lower|less|slower|ttft|tpot|itl", re.I)
 
 
@@ -45,6 +46,8 @@ def metric_name(context: str, unit: str | None) -> str:
         return "single-stream decode"
     if "output" in low or "decode" in low or "gen throughput" in low:
         return "output throughput"
+    if re.search(r"\b(?:input|prompt|prefill)\b", low) and re.search(r"throughput|tps|tok", low):
+        return "input throughput"
     if "req/s" in (unit or "").lower() or "request throughput" in low:
         return "request throughput"
     if "latency" in low:
@@ -100,8 +103,11 @@ def from_text(text: str) -> list[Gain]:
                           concurrency=_concurrency_near(text)))
     for m in PERCENT.finditer(text):
         clause = _clause(text, m.start(), m.end())
-        if not _GAIN_WORDS.search(clause):
+        after = _METRIC_AFTER.match(text, m.end())
+        if not (_GAIN_WORDS.search(clause) or after):
             continue
+        if after:  # "+14.8% TPS, -14.1% TTFT": the word after each figure names it
+            clause = after.group(1)
         p = _f(m.group("p"))
         sign = -1 if m.group("sign") in "-−" else 1
         if _repeats(gains, (100.0 + sign * p) / 100.0, ttft=bool(re.search("ttft|tpot|itl|latency", clause, re.I))):
@@ -151,6 +157,10 @@ def from_tables(tables: list[tuple[list[str], list[list[str]]]]) -> list[Gain]:
     """Gains from tables that have before/after columns, or cells with arrows."""
     gains: list[Gain] = []
     for header, rows in tables:
+        by_row = _against_baseline_row(header, rows)
+        if by_row:
+            gains.extend(by_row)
+            continue
         low = [h.strip() for h in header]
         bi = next((i for i, h in enumerate(low) if BEFORE.search(h)), None)
         ai = next((i for i, h in enumerate(low) if AFTER.search(h)), None)
@@ -159,8 +169,15 @@ def from_tables(tables: list[tuple[list[str], list[list[str]]]]) -> list[Gain]:
             conc = _cell_int(cells, ci)
             label = " ".join(c for i, c in enumerate(cells) if i not in (bi, ai, ci) and not re.search(r"\d", c))
             if bi is not None and ai is not None and max(bi, ai) < len(cells):
+                pairs = _paired_values(cells[bi], cells[ai])
+                if pairs:  # "Total TPS: 8424.86<br>Mean TPOT(ms): 147.56" on each side
+                    for name, a, b in pairs:
+                        unit = _cell_unit(name)
+                        gains.append(Gain(metric=metric_name(name, unit), before=a, after=b,
+                                          unit=_unit(unit, name), concurrency=conc))
+                    continue
                 a, b = _cell_num(cells[bi]), _cell_num(cells[ai])
-                unit_here = _cell_unit(cells[bi]) or _cell_unit(" ".join(header))
+                unit_here = _cell_unit(cells[bi]) or _cell_unit(label) or _cell_unit(" ".join(header))
                 if a is not None and b is not None and (unit_here or MEASURE_WORDS.search(f"{label} {' '.join(header)}")):
                     ctx_words = f"{label} {header[bi]}"
                     unit = unit_here
@@ -195,3 +212,54 @@ def _cell_int(cells: list[str], i: int | None) -> int | None:
 def _cell_unit(text: str) -> str | None:
     m = re.search(rf"({UNIT})(?![\w])", text.replace(" ", ""), re.I)
     return m.group(1) if m and m.group(1).lower() != "x" else None
+
+
+# "Total TPS: 7787.17x2": one replica's figure times the replicas, a computed number
+_NAMED_VALUE = re.compile(rf"(?P<name>[A-Za-z][\w ()/%.-]*?)\s*:\s*(?P<v>{NUM})(?P<times>\s*[x×]\s*\d+)?")
+
+
+def _named_values(cell: str) -> dict[str, float | None]:
+    """"Name: value" pairs of a cell ("Total TPS: 16701.31<br>Mean TPOT(ms): 91.33");
+    a value multiplied in place ("x2") is None: it is arithmetic, not a measurement."""
+    out: dict[str, float | None] = {}
+    for part in re.split(r"<br\s*/?>|;", cell):
+        m = _NAMED_VALUE.search(re.sub(r"<[^>]+>", " ", part))
+        if m:
+            out[m.group("name").strip()] = None if m.group("times") else _f(m.group("v"))
+    return out
+
+
+def _paired_values(before: str, after: str) -> list[tuple[str, float, float]]:
+    a, b = _named_values(before), _named_values(after)
+    return [(k, a[k], b[k]) for k in a if k in b and a[k] is not None and b[k] is not None
+            and MEASURE_WORDS.search(k)]
+
+
+_BASELINE_ROW = re.compile(r"\bbaseline\b|^(?:before|default|stock|untuned|without)\b|\(default\)", re.I)
+
+
+def _against_baseline_row(header: list[str], rows: list[list[str]]) -> list[Gain]:
+    """A table with one configuration per row, one marked as the baseline ("BF16
+    (Baseline)", "Without LMCache"), and metric columns ("Throughput (tok/s)", "Mean
+    TTFT (ms)"): every other row's value against the baseline's, per metric column."""
+    if len(header) < 2 or len(rows) < 2:
+        return []
+    base = [cells for cells in rows if cells and _BASELINE_ROW.search(cells[0].strip())]
+    if len(base) != 1:
+        return []
+    metrics = [i for i, h in enumerate(header) if i > 0 and MEASURE_WORDS.search(h)]
+    out = []
+    for cells in rows:
+        if cells is base[0] or not cells:
+            continue
+        for i in metrics:
+            if i >= len(cells) or i >= len(base[0]):
+                continue
+            a, b = _cell_num(base[0][i]), _cell_num(cells[i])
+            if a is None or b is None or a == b:
+                continue
+            unit = _cell_unit(header[i])
+            name = metric_name(header[i], unit)
+            out.append(Gain(metric=f"{name} ({cells[0].strip()} vs {base[0][0].strip()})", before=a, after=b,
+                            unit=_unit(unit, header[i])))
+    return out

@@ -427,9 +427,32 @@ def parse_findings(text: str, path: str) -> list[Finding]:
             f = f.model_copy(update={"id": fid})
         seen.add(f.id)
         out.append(f)
+    _document_model(text, out, canonical_file)
     # credentials pasted into notes (a token in a code block, a password in a URL) are
     # never stored: every record leaves here redacted
     return [Finding.model_validate(redact_data(f.model_dump())) for f in out]
+
+
+# a model named with its size: Qwen3-8B, Llama-3.1-405B, Qwen3-235B-A22B, gpt-oss-120b
+_MODEL_NAME = re.compile(r"\b[A-Za-z][\w.]*(?:-[A-Za-z][\w.]*)*-\d+(?:\.\d+)?[BbMm](?:-A\d+(?:\.\d+)?[Bb])?\b")
+
+
+def _document_model(text: str, records: list[Finding], canonical_file: bool) -> None:
+    """Notes name the model they measured once (a setup section), then write about
+    "the H100 run" or "KV cache FP8": when a free-form document names one model, the
+    sections that name none carry it as a tag, as a heading's context holds below it."""
+    if canonical_file:
+        return
+    names = {m.group(0).lower(): m.group(0) for m in _MODEL_NAME.finditer(text)}
+    # "Qwen3-235B" and "Qwen3-235B-A22B" are one model, named short and long
+    longest = [k for k in names if not any(o != k and o.startswith(k) for o in names)]
+    if len(longest) != 1:
+        return
+    name = names[longest[0]]
+    for i, f in enumerate(records):
+        own = " ".join([f.title, f.body, *f.commands])
+        if not _MODEL_NAME.search(own) and name not in f.tags:
+            records[i] = f.model_copy(update={"tags": [*f.tags, name]})
 
 
 def finding_spans(text: str) -> dict[str, tuple[int, int]]:

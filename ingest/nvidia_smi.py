@@ -129,6 +129,7 @@ class NvidiaSmiCsv:
         self.pending: list[str] | None = None  # from a command line, for noheader rows
         self.rows: list[dict[str, str]] = []
         self.block: list[dict[str, str]] = []
+        self.foreign = False  # inside a CSV table whose header is not nvidia-smi's
 
     def feed(self, lineno: int, line: str) -> None:
         text = _clean(line).lstrip("$# ").strip()
@@ -143,12 +144,17 @@ class NvidiaSmiCsv:
             return
         cells = [c.strip() for c in text.split(",")]
         fields = self.fields or self.pending
+        if not fields and _FOREIGN_HEADER.match(text):
+            self.foreign = True  # another tool's CSV ("gpu,input_len,batch_size,..."): its rows are not GPUs
+            return
         if fields and len(cells) == len(fields):
             self._add(dict(zip(fields, cells)))
-        elif not fields and len(cells) >= 2 and _looks_like_gpu_row(cells):
+        elif not fields and not self.foreign and len(cells) >= 2 and _looks_like_gpu_row(cells):
             self._add(_guess_row(cells))
-        elif self.block and not text:
-            self._new_block()
+        elif not text:
+            self.foreign = False
+            if self.block:
+                self._new_block()
 
     def _add(self, row: dict[str, str]) -> None:
         self.block.append(row)
@@ -173,6 +179,8 @@ class NvidiaSmiCsv:
                           utilization_pct=_mean([u for u in util if u is not None]), source=self.path)]
 
 
+# a header line of word columns without nvidia-smi's ", " separators
+_FOREIGN_HEADER = re.compile(r"^\ufeff?[A-Za-z_][\w .()/-]*(?:,[A-Za-z_][\w .()/-]*){2,}$")
 _VENDOR = re.compile(r"NVIDIA|GeForce|Tesla|Quadro|Radeon|Instinct|AMD")
 _VALUE = re.compile(r"^(\[?N/A\]?|[\d.]+(?: ?(?:MiB|%|W|MHz|C))?|GPU-[\w-]+|[0-9A-Fa-f]{4,8}:[\w:.]+|"
                     r"Enabled|Disabled|Default|P\d+)$")

@@ -34,15 +34,20 @@ def _line_parsers(path: str) -> list:
     classes = [sglang_bench.SglangBenchText, vllm_bench.VllmBenchText, genai_perf.GenAiPerfCsv,
                sglang_log.SglangLog, vllm_log.VllmLog, LaunchCommandLines, FlagListLines, *offline_bench.PARSERS,
                *nvidia_smi.PARSERS]
-    return [cls(path) for cls in classes]
+    from ingest.generic_results import GenericResultsText
+
+    return [cls(path) for cls in classes] + [GenericResultsText(path)]  # last: see _read_lines
 
 
 def _json_readers() -> list:
     from ingest import genai_perf, guidellm, kb_sweep, sglang_bench, vllm_bench
     from ingest.hf_config import HfConfigReader
 
-    # kb_sweep before sglang_bench: its lines are sglang's shape plus /metrics samples
-    return [HfConfigReader(), *[cls() for m in (kb_sweep, sglang_bench, vllm_bench, guidellm, genai_perf)
+    from ingest import generic_results
+
+    # kb_sweep before sglang_bench: its lines are sglang's shape plus /metrics samples;
+    # the generic results reader last: it reads what no specific reader owns
+    return [HfConfigReader(), *[cls() for m in (kb_sweep, sglang_bench, vllm_bench, guidellm, genai_perf, generic_results)
                                 for cls in m.READERS]]
 
 
@@ -176,6 +181,8 @@ def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
     return (records, kinds) if records or any_json else None
 
 
+GENERIC = "generic-results"
+
 # Periodic stats lines make up almost all of a long server log and belong to the log
 # parsers alone: handing them only to those keeps a 1 GB log fast.
 STATS_MARKERS = ("Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
@@ -199,6 +206,8 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
     records, kinds = [], []
     hw = []
     for parser in parsers:
+        if parser.kind == GENERIC and any(isinstance(r, BenchRun) for r in records):
+            continue  # benchmark output a specific reader recognised is never read again as a table
         found = parser.results()
         if not found:
             continue
@@ -252,6 +261,8 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
                                                         "launch command, config.json or nvidia-smi output)"})
             continue
         ev.files.append({"path": str(p), "kind": ", ".join(kinds), "yielded": _describe(records) or "no values on its own"})
+        if GENERIC in kinds:
+            _generic_report(p, records, ev)
         for r in records:
             if isinstance(r, BenchRun):
                 ev.bench.append(r)
@@ -283,6 +294,19 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
         hardware.insert(0, hw)
     _merge(ev, launches, hardware, models, explicit_model, engine)
     return ev
+
+
+def _generic_report(p: Path, records: list, ev: RunEvidence) -> None:
+    """The column mapping of a table read by the generic reader, on the file's entry
+    (`kb ingest --report` shows it), and one warning naming what was guessed."""
+    bench = [r.server_args.get("bench", {}) for r in records if isinstance(r, BenchRun) and r.tool == GENERIC]
+    mappings = list(dict.fromkeys(b.get("columns", "") for b in bench if b.get("columns")))
+    ev.files[-1]["columns"] = " | ".join(mappings)
+    guessed = list(dict.fromkeys(g for b in bench for g in b.get("guessed", [])))
+    if guessed:
+        ev.warnings.append(f"{p}: read as a generic results table; guessed: " + "; ".join(g.replace("(guessed: ", "(") for g in guessed))
+    for note in dict.fromkeys(n for b in bench for n in b.get("notes", [])):
+        ev.warnings.append(f"{p}: {note}")
 
 
 def _norm(key: str) -> str:

@@ -67,7 +67,7 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run 
     run_files = (ev.files if ev else []) + [{"path": str(p), "skipped": why} for p, why in skipped]
     if as_json:
         _echo_json({"findings": [{"path": fr.path, "status": fr.status, "records": [_report_row(r) for r in fr.records]}
-                                 for fr in rows], "evidence": run_files})
+                                 for fr in rows], "evidence": run_files, "warnings": ev.warnings if ev else []})
         return
     for fr in rows:
         typer.echo(f"{fr.path}: findings, {fr.status}" + (f", {len(fr.records)} records" if fr.records else ""))
@@ -79,6 +79,10 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run 
 
     for f in run_files:
         typer.echo(file_line(f))
+        if report and f.get("columns"):  # a table read by the generic results reader: how
+            typer.echo(f"  columns: {f['columns']}")
+    for w in ev.warnings if ev else []:
+        typer.echo(f"warning: {w}")
     if ev and ev.bench:
         typer.echo("(run evidence is read, not stored: use `kb diagnose` on these files)")
 

@@ -28,7 +28,9 @@ BOOSTS = {
     "fix_classes": 1.6,
     "commands": 1.0,
     "context": 1.2,
-    "body": 0.6,
+    # Free-form notes hold almost all their text in the body; at 0.6 a team's own notes
+    # ranked below canonical findings as a class. Prose weighs like commands now.
+    "body": 1.0,
 }
 
 
@@ -215,13 +217,22 @@ def all_records(index_dir: Path) -> list[Finding]:
     return [record(d) for d in _reading(index_dir, lambda s: list(s.all_stored_fields()))]
 
 
+# The words a question is asked with, which say nothing of its subject. Whoosh's stop list
+# (documents and questions) leaves them in; with one idf per word a rare "why" or "does"
+# in a finding's prose would weigh like a subject word, so questions drop them.
+QUESTION_WORDS = ("why what which who whom whose where how does do did doing should would could shall "
+                  "much many each any anything some vs versus than about i me my our")
+
+
 def search_terms(index_dir: Path, text: str, limit: int = 50) -> list[tuple[Finding, float]]:
     """BM25F over all text fields for the analysed words of `text` (OR, field boosts)."""
     from whoosh.analysis import StemmingAnalyzer
 
+    ana = StemmingAnalyzer()
+    asking = {t.text for t in ana(QUESTION_WORDS)}
     words = []
-    for tok in StemmingAnalyzer()(text):
-        if tok.text not in words:
+    for tok in ana(text):
+        if tok.text not in words and tok.text not in asking:
             words.append(tok.text)
     if not words:
         return []
@@ -272,48 +283,70 @@ def _drop(key: str) -> None:
 
 
 def _bm25f(s, words: list[str], limit: int) -> list[tuple[int, float]]:
-    """The `limit` best (docnum, score) for OR-ed words over the BOOSTS fields, scored as
-    whoosh scores `Or([Term(field, word) ...])` (BM25F with the whole index's idf and
-    average field lengths; a field's boost is folded into its postings' weights at index
-    time; ties go to the lower docnum), summed in one flat pass over each term's postings
-    instead of whoosh's tree of ~160 union matchers, whose per-posting overhead was ~97%
-    of a query's time at 10k findings. The result is whoosh's exhaustive ranking
-    (`limit=None`) cut to `limit`; whoosh's own top-N search prunes, and at 10k findings
-    it was seen to leave out a finding that belongs first."""
+    """The `limit` best (docnum, score) for OR-ed words over the BOOSTS fields, scored by
+    BM25F (Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and Beyond",
+    2009, eq. 3.18-3.19): a word's boosted, length-normalised frequencies are summed over
+    the fields first and saturated once, and weighted by one idf over whole documents.
+
+    Whoosh's `Or([Term(field, word) ...])` (what kb used before) saturates and weights
+    each field apart, with an idf per field: a common word ("long", "context", "decode")
+    found in five fields of a long finding counted about five times, and outranked a rare
+    word (a patch name, "LMCacheConnectorV1", "Q4_K_M") found once in a team's notes. Here
+    each word counts at most idf * (k1 + 1) per document, so rare words decide.
+    Summed in one flat pass over each term's postings (whoosh's tree of union matchers
+    cost ~97% of a query's time at 10k findings); ties go to the lower docnum."""
     import heapq
+    import math
 
     weighting = s.weighting
     b_default, k1 = weighting.B, weighting.K1
     k1p = k1 + 1
-    field_b = getattr(weighting, "_field_B", {})
+    field_b = {**getattr(weighting, "_field_B", {}), **FIELD_B}
     subs = [(s, 0)] if s.is_atomic() else list(s.subsearchers)
     whole = s.reader()
+    n_docs = max(s.doc_count(), 1)
     acc = [0.0] * s.doc_count_all()
-    for field in BOOSTS:
-        b = field_b.get(field, b_default)
-        avgfl = s.avg_field_length(field) or 1
-        for word in words:
+    have = [0.0] * len(acc)  # idf of the question's words each document contains
+    total = 0.0
+    for word in words:
+        tf: dict[int, float] = {}  # docnum -> sum over fields of boost * tf / length norm
+        for field in BOOSTS:
             if (field, word) not in whole:
                 continue
-            idf = s.idf(field, word)
+            b = field_b.get(field, b_default)
+            avgfl = s.avg_field_length(field) or 1
             for sub, offset in subs:
                 r = sub.reader()
                 if (field, word) not in r:
                     continue
                 norms = _norms(r, field, b, k1, avgfl)  # k1 * ((1 - b) + b * fl / avgfl) per document
                 for ids, weights in _blocks(r.postings(field, word)):
-                    if offset:
-                        for d, tf in zip(ids, weights):
-                            acc[d + offset] += idf * ((tf * k1p) / (tf + norms[d]))
-                    else:
-                        for d, tf in zip(ids, weights):
-                            acc[d] += idf * ((tf * k1p) / (tf + norms[d]))
+                    for d, w in zip(ids, weights):
+                        key = d + offset
+                        tf[key] = tf.get(key, 0.0) + w * k1 / norms[d]
+        if not tf:
+            continue
+        df = len(tf)
+        idf = math.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        total += idf
+        for d, t in tf.items():
+            acc[d] += idf * (t * k1p) / (t + k1)
+            have[d] += idf
+    if total > 0:
+        acc = [a * (h / total) ** COVERAGE for a, h in zip(acc, have)]
     top = heapq.nlargest(limit, acc)  # plain floats: compared in C
     if not top or top[0] <= 0.0:
         return []
     floor = max(top[-1], sys.float_info.min)
     best = sorted((d for d, score in enumerate(acc) if score >= floor), key=lambda d: (-acc[d], d))
     return [(d, acc[d]) for d in best[:limit]]
+
+
+COVERAGE = 1.0
+# Length normalisation per field (BM25's b; whoosh's default 0.75 elsewhere). A section of
+# free-form notes keeps nearly all its words in the body, and a long one (a results table,
+# a config block) was normalised away: at 0.5 the one line that names a patch still counts.
+FIELD_B = {"body": 0.5}
 
 
 _NORMS: dict[tuple, list[float]] = {}

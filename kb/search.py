@@ -7,12 +7,19 @@ invents relevance the text search did not find.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from kb import index as kbindex
 from kb.records import Finding
 from kb.textnorm import CONCEPTS, concepts, understand_query
+
+# Weight of the question's adjacent word pairs found adjacent in a record ("kv cache hit",
+# "chunk size", "max num batched tokens"): words that stand together in the question and
+# in the notes say more than the same words scattered.
+PHRASE = 0.5
+_TOKEN = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)*")
 
 
 @dataclass
@@ -28,12 +35,14 @@ def ask(index_dir: Path, question: str, limit: int = 5, boost: dict[str, float] 
     hits = kbindex.search_terms(index_dir, text, limit=max(50, limit * 5))
     wanted = set(concepts(text))
     wanted_rx = [(rx, c) for rx, c in CONCEPTS if c in wanted]
+    pairs = word_pairs(question)
     answers = []
     for f, score in hits:
-        if f.kind == "note":
-            score *= 0.6
-        else:
-            score *= 1.0 + 0.1 * bool(f.commands) + 0.1 * bool(f.gains) + 0.05 * (f.confidence == "high")
+        # Completeness (commands, measured gains) lifts a record wherever it comes from: a
+        # section of a team's own notes is not ranked below a shipped finding as a class.
+        score *= 1.0 + 0.1 * bool(f.commands) + 0.1 * bool(f.gains) + 0.05 * (f.confidence == "high")
+        if pairs:
+            score *= 1.0 + PHRASE * _pairs_in(f, pairs) / len(pairs)
         if wanted:
             doc = " ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or ""])
             have = sum(1 for rx, _ in wanted_rx if rx.search(doc))  # only the question's concepts are looked for
@@ -43,3 +52,19 @@ def ask(index_dir: Path, question: str, limit: int = 5, boost: dict[str, float] 
         answers.append(Answer(f, score))
     answers.sort(key=lambda a: -a.score)
     return answers[:limit]
+
+
+def word_pairs(question: str) -> list[tuple[str, str, re.Pattern[str]]]:
+    """The question's adjacent word pairs (lower case), each with the pattern that finds
+    the two words side by side; pairs of two stop words ("of the") are left out."""
+    from whoosh.analysis import STOP_WORDS
+
+    words = _TOKEN.findall(question.lower())
+    pairs = {(a, b) for a, b in zip(words, words[1:]) if not (a in STOP_WORDS and b in STOP_WORDS)}
+    return [(a, b, re.compile(rf"(?<![a-z0-9]){re.escape(a)}[^a-z0-9]+{re.escape(b)}(?![a-z0-9])"))
+            for a, b in sorted(pairs)]
+
+
+def _pairs_in(f: Finding, pairs: list[tuple[str, str, re.Pattern[str]]]) -> int:
+    text = " ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or "", *f.commands, f.body]).lower()
+    return sum(1 for a, b, rx in pairs if a in text and b in text and rx.search(text))

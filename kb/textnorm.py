@@ -75,9 +75,27 @@ def concepts(text: str) -> list[str]:
     return [c for rx, c in CONCEPTS if rx.search(text)]
 
 
+# A round count written out ("32000 input tokens", "131,072") and the way engineers
+# say it ("32k", "128k"): both spellings are indexed so either finds the other.
+_ROUND = re.compile(r"(?<![\w.,])(\d{1,3}(?:,\d{3})+|\d{4,7})(?![\w.,]\d)")
+
+
+def thousands(text: str) -> list[str]:
+    """"32k" for 32000 and "128k" for 131072 (1024-based, as context lengths are)."""
+    out = []
+    for m in _ROUND.finditer(text):
+        n = int(m.group(1).replace(",", ""))
+        for base in (1000, 1024):
+            if n >= base and n % base == 0:
+                out.append(f"{n // base}k")
+                break
+    return list(dict.fromkeys(out))
+
+
 def expand(text: str) -> str:
-    """Text plus the concept words it mentions (for indexing findings)."""
-    found = concepts(text)
+    """Text plus the concept words it mentions and the "Nk" names of its round counts
+    (for indexing findings and reading questions)."""
+    found = concepts(text) + thousands(text)
     return f"{text} {' '.join(found)}" if found else text
 
 
@@ -99,8 +117,8 @@ def understand_query(question: str) -> str:
 
     def quantity(m: re.Match) -> str:
         unit = (m.group("unit") or "").lower()
-        if not unit:
-            return m.group(0)  # a bare number: kept ("error 3", "rtx pro 6000")
+        if not unit or unit.lower() in ("gb", "gib"):
+            return m.group(0)  # a bare number ("error 3", "rtx pro 6000") or a size ("A100 80GB"): kept
         try:
             n = float(m.group("n").replace(",", "")) * (1000 if m.group("u") else 1)
         except ValueError:

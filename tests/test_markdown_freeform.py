@@ -102,3 +102,58 @@ def test_moe_and_batch_sections_are_findings_with_fix_classes(records):
     limits = by_title(records, "batch limits")
     assert limits.kind == "finding"
     assert {"max-running-requests", "cuda-graph-max-bs"} <= set(limits.fix_classes)
+
+
+# Result tables in public practitioner notes (tests/data/practitioner_notes, verbatim)
+NOTES = DATA / "practitioner_notes"
+
+
+def _gains(doc, title_end):
+    f = next(r for r in read_findings(NOTES / doc) if r.title.endswith(title_end))
+    return {(g.metric, g.before, g.after, g.unit) for g in f.gains}
+
+
+def test_per_config_rows_against_the_baseline_row_become_gains():
+    # | Configuration | Input TPS | Total TPS | Mean TTFT (ms) | Mean TPOT (ms) |, one row "Without LMCache"
+    g = _gains("gpustack-lmcache-prefill.md", "Multi-turn Conversation Performance / 20K Input Tokens")
+    vs = " (With LMCache vs Without LMCache)"
+    assert ("input throughput" + vs, 4312.17, 7750.60, "tok/s") in g
+    assert ("TTFT" + vs, 5070.52, 2091.00, "ms") in g
+    assert ("TPOT" + vs, 33.91, 25.83, "ms") in g
+    # "BF16 (Baseline)" row; the "(+1.6%)" beside a value does not change the measured pair
+    kv = _gains("gpustack-quantization-vllm.md", "Experimental Results / KV Cache Quantization")
+    assert ("total throughput (BF16 + KV Cache FP8 (E4M3) vs BF16 (Baseline))", 13305.38, 13513.19, "tok/s") in kv
+
+
+def test_before_after_columns_with_one_metric_per_line_in_a_cell():
+    # | **ShareGPT** | Total TPS: 5482.59<br>Mean TPOT(ms): 227.45 | Total TPS: 7143.30 (+30.3%)<br>Mean TPOT(ms): 304.71 |
+    g = _gains("gpustack-deepseek-r1-h200.md", "Conclusion")
+    assert ("total throughput", 5482.59, 7143.30, "tok/s") in g
+    assert ("TPOT", 227.45, 304.71, "ms") in g
+    # "Total TPS: 7787.17x2": one replica's figure doubled is arithmetic, never a measured after
+    q = _gains("gpustack-qwen3-235b-h100.md", "Conclusion")
+    assert not any(after == 7787.17 or before == 8424.86 and metric == "total throughput" for metric, before, after, _ in q)
+    assert ("TPOT", 147.56, 186.26, "ms") in q
+
+
+def test_a_percentage_is_named_by_the_metric_written_after_it():
+    # "- **Dynamic FP8**: +14.8% TPS, -14.1% TTFT, -21.8% TPOT"
+    g = _gains("gpustack-quantization-vllm.md", "Conclusions")
+    assert {("total throughput", 100.0, 114.8, "%"), ("TTFT", 100.0, 85.9, "%"), ("TPOT", 100.0, 78.2, "%")} <= g
+
+
+def test_the_model_a_document_names_once_holds_for_its_sections():
+    # "- **Model**: Qwen3-8B" under Experimental Setup; the results sections name only GPUs
+    recs = read_findings(NOTES / "gpustack-quantization-vllm.md")
+    h100 = next(r for r in recs if r.title.endswith("Experimental Results / H100 80GB"))
+    assert "Qwen3-8B" in h100.tags
+    chunk = next(r for r in read_findings(NOTES / "gpustack-lmcache-prefill.md") if r.title.endswith("Tuning Chunk Size"))
+    assert chunk.tags == ["Qwen3-8B"]
+    # "Qwen3-235B" and "Qwen3-235B-A22B" are one model: the longer name is carried
+    from ingest.markdown import parse_findings
+
+    recs = parse_findings("# Sweep\n\nQwen3-235B on 8x H100, the Qwen3-235B-A22B-Instruct FP8 build.\n\n"
+                          "## TP4\n\n7527 tok/s\n", "n.md")
+    assert next(r for r in recs if r.title.endswith("TP4")).tags == ["Qwen3-235B-A22B"]
+    # no model named with its size: nothing is added
+    assert not any(r.tags for r in read_findings(NOTES / "dstack-deepseek-r1-mi300x-h200.md"))
