@@ -73,13 +73,31 @@ def violations(source: str, where: str = "<src>") -> list[str]:
     return out
 
 
+# The one module that starts a process: `kb tune` starts the server from the user's own
+# launch command, as an argv list (no shell), in its own process group.
+STARTS_PROCESSES = {"kb/live/server.py": "imports subprocess"}
+
+
+def _shell_true(source: str, where: str) -> list[str]:
+    return [f"{where}:{n.lineno} passes shell=True" for n in ast.walk(ast.parse(source, where))
+            if isinstance(n, ast.keyword) and n.arg == "shell" and not (isinstance(n.value, ast.Constant)
+                                                                       and n.value.value is False)]
+
+
 def test_no_code_path_can_execute_anything():
     """kb and ingest (kb/live included) import no process or code-loading module and call
     no eval/exec/os.system-like function. ast.literal_eval, which only builds literals,
-    is the one evaluator; kb/live talks HTTP only."""
+    is the one evaluator; kb/live talks HTTP only, except kb/live/server.py, which starts
+    the user's launch command for `kb tune` (an argv list, never through a shell)."""
     files = sorted(p for d in ("kb", "ingest") for p in (ROOT / d).rglob("*.py"))
     assert len(files) > 30
-    assert [v for p in files for v in violations(p.read_text(), str(p.relative_to(ROOT)))] == []
+    found = []
+    for p in files:
+        rel, src = str(p.relative_to(ROOT)), p.read_text()
+        allowed = STARTS_PROCESSES.get(rel)
+        found += [v for v in violations(src, rel) if not (allowed and v.endswith(allowed))]
+        found += _shell_true(src, rel)
+    assert found == []
 
 
 def test_the_execution_check_finds_what_it_looks_for():
