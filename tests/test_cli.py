@@ -20,8 +20,10 @@ def test_ask_json_has_stable_keys(kb):
 
 def test_plateau_question_top3_are_real_causes_with_command_gain_source(kb):
     out = kb("ask", PLATEAU_Q, "--json", "-n", "3", check_json=True)
+    # classes whose findings explain a throughput plateau; quantization kernels that do not
+    # batch (bitsandbytes dequantizing per matmul, qk-vllm-bnb-no-concurrency-scaling) are one
     causes = {"max-running-requests", "cuda-graph-max-bs", "kv-cache-capacity", "moe-kernel-config",
-              "moe-runner-backend", "scheduler-policy", "chunked-prefill", "mem-fraction"}
+              "moe-runner-backend", "scheduler-policy", "chunked-prefill", "mem-fraction", "quantization-kernel"}
     top = out["answers"]
     assert len(top) == 3
     assert all(set(a["fix_classes"]) & causes for a in top), [a["id"] for a in top]
