@@ -215,17 +215,24 @@ def _one_line(text: str | None) -> str:
     return " ".join((text or "").split())
 
 
-def _fix_classes(given: list[str], flags: list[str], text: str) -> list[str]:
-    """--fix-class as given; else what the changed flags name (exact), else what the text names."""
+UNCLASSIFIED = "unclassified"
+
+
+def _fix_classes(given: list[str], flags: list[str], text: str) -> tuple[list[str], str | None]:
+    """--fix-class as given; else what the changed flags name (exact), else what the text
+    names; else `unclassified`: a finding is never turned away for want of a class (it is
+    still searched by `kb ask`). Returns the classes and a warning when they were not given."""
     wanted = [c.strip() for g in given for c in g.split(",") if c.strip()]
     bad = [c for c in wanted if c not in vocab.FIX_CLASSES]
     if bad:
         raise KbError(f"unknown fix class {', '.join(bad)}: expected one of {', '.join(vocab.FIX_CLASSES)}")
-    found = wanted or vocab.fix_classes_in(" ".join(flags))[:3] or vocab.fix_classes_in(text)[:2]
-    if not found:
-        raise KbError("no fix class could be inferred from --fix, --command or the changed server arguments: "
-                      f"give --fix-class (one of {', '.join(vocab.FIX_CLASSES)})")
-    return found
+    if wanted:
+        return wanted, None
+    found = vocab.fix_classes_in(" ".join(flags))[:3] or vocab.fix_classes_in(text)[:2]
+    if found:
+        return found, f"fix classes inferred: {', '.join(found)} (set them with --fix-class)"
+    return [UNCLASSIFIED], ("no fix class could be inferred from --fix, --command or the changed server arguments: "
+                            f"stored as {UNCLASSIFIED} (classify it by editing its 'Fix classes' line)")
 
 
 def _headline(rows: list[Gain]) -> Gain | None:
@@ -342,10 +349,9 @@ def build(req: Request) -> tuple[Finding, list[str]]:
         from kb.launchcmd import render as render_command
 
         commands = [render_command(m.evs[0].launch_argv, m.evs[0].launch_env)]
-    classes = _fix_classes(req.fix_classes, [c.split()[0] for c in m.changes if c.startswith("`--")],
-                           " ".join([fix, req.title or "", *commands]))
-    if not req.fix_classes:
-        warnings.append(f"fix classes inferred: {', '.join(classes)} (set them with --fix-class)")
+    classes, why = _fix_classes(req.fix_classes, [c.split()[0] for c in m.changes if c.startswith("`--")],
+                                " ".join([fix, req.title or "", *commands]))
+    warnings += [why] if why else []
     body = m.body + ([f"Note: {_one_line(req.note)}"] if req.note else [])
     finding = Finding(
         id="pending", title=_title(req.title, _one_line(req.fix or req.title), ctx, head),
@@ -369,7 +375,10 @@ def _same_context_key(f: Finding) -> tuple:
 
 def near_duplicate(f: Finding, existing: list[Finding]) -> Finding | None:
     """A finding of the same fix classes measured in the same engine, GPU architecture,
-    model family and quantization."""
+    model family and quantization. Unclassified findings share no class, only a label:
+    two of them in one context are not duplicates."""
+    if UNCLASSIFIED in f.fix_classes:
+        return None
     key = _same_context_key(f)
     return next((e for e in existing if e.kind == "finding" and _same_context_key(e) == key), None)
 

@@ -383,3 +383,21 @@ def test_run_directories_give_model_and_gpu_context(kb_home, tmp_path, glm_confi
 def test_update_of_an_unknown_id_is_refused(kb_home, pair):
     with pytest.raises(KbError, match="no-such-finding"):
         kbattach.attach(request(*pair, update="no-such-finding"), Store(kb_home))
+
+
+def test_without_an_inferable_fix_class_it_is_stored_unclassified_and_found(kb, kb_home):
+    """A knowledge base does not turn a finding away: no class in --fix, --title or the
+    commands → stored as `unclassified` with a warning, and `kb ask` finds it."""
+    title = "Zebrafish gateway stalls when the upstream keeps idle sockets past 30 s"
+    first = kb("attach", "--title", title, "--fix", "set the gateway keepalive below the upstream one")
+    assert first.returncode == 0, first.stderr
+    assert "fix classes unclassified" in first.stdout
+    assert "warning: no fix class could be inferred" in first.stdout and "stored as unclassified" in first.stdout
+    [f] = read_findings(attached(kb_home), str(attached(kb_home)))
+    assert f.fix_classes == ["unclassified"] and f.title == title
+    # a second unclassified finding in the same (empty) context is a different finding, not a duplicate
+    second = kb("attach", "--title", "Quokka proxy drops streamed chunks", "--fix", "turn proxy buffering off",
+                "--json", check_json=True)
+    assert second["action"] == "written" and second["finding"]["fix_classes"] == ["unclassified"]
+    answers = kb("ask", "zebrafish gateway idle sockets stall", "--json", check_json=True)
+    assert answers["answers"][0]["id"] == f.id, answers
