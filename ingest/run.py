@@ -70,6 +70,16 @@ def walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str | None]]:
             yield from _check(p)
 
 
+def require_named(paths: Iterable[Path], files: list[dict]) -> None:
+    """A file named on the command line that yields nothing is the user's mistake: an
+    InputError naming it. Files met while walking a directory stay reported and skipped
+    (a run directory holds READMEs and scripts too)."""
+    named = {str(p) for p in paths if not (p.is_dir() and not p.is_symlink())}
+    for f in files:
+        if "skipped" in f and f["path"] in named:
+            raise InputError(f["path"], f"{f['skipped']}; nothing was ingested")
+
+
 def _check(p: Path) -> Iterator[tuple[Path, str | None]]:
     try:
         st = os.stat(p)  # follows a symlink to a file, but os.walk never descends linked dirs

@@ -57,14 +57,15 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run 
            as_json: bool = typer.Option(False, "--json")):
     """Index findings (re-ingesting unchanged files does no work) and say what each run file is."""
     from ingest.detect import split_paths
-    from ingest.run import read_run
+    from ingest.run import read_run, require_named
 
     findings, evidence, skipped = split_paths(list(paths))
+    ev = read_run(evidence) if evidence else None
+    run_files = (ev.files if ev else []) + [{"path": str(p), "skipped": why} for p, why in skipped]
+    require_named(paths, run_files)  # before anything is stored
     rep = _store().sync(_loader(), findings)
     asked = {str(p.resolve()) for p in findings}
     rows = [fr for fr in rep.files if fr.status != "unchanged" or _resolved(fr.path) in asked]
-    ev = read_run(evidence) if evidence else None
-    run_files = (ev.files if ev else []) + [{"path": str(p), "skipped": why} for p, why in skipped]
     if as_json:
         _echo_json({"findings": [{"path": fr.path, "status": fr.status, "records": [_report_row(r) for r in fr.records]}
                                  for fr in rows], "evidence": run_files, "warnings": ev.warnings if ev else []})

@@ -214,7 +214,7 @@ def test_fifos_and_devices_as_arguments(specials, kb_home, tmp_path):
     own.mkdir(parents=True)
     os.mkfifo(own / "fifo.md")  # an auto source that is not a file
     cmds = [
-        (["ingest", "/dev/zero"], 0), (["ingest", str(fifo)], 0), (["ingest", str(fifo_md)], 0),
+        (["ingest", "/dev/zero"], 1), (["ingest", str(fifo)], 1), (["ingest", str(fifo_md)], 1),
         (["ingest", str(tmp_path)], 0), (["diagnose", "/dev/zero"], 0), (["signals", str(fifo)], 0),
         (["ask", "throughput plateau", "--run", "/dev/zero"], 0),
         (["diagnose", str(SCENARIO), "--config", "/dev/zero"], 1),

@@ -84,6 +84,27 @@ def test_bad_input_is_one_line_exit_1_and_index_untouched(kb, tmp_path):
     assert kb("ask", "nccl env that did nothing", "--json", check_json=True) == before
 
 
+def test_named_file_that_yields_nothing_is_an_error_but_skipped_inside_a_directory(kb, tmp_path):
+    """4 KB of random bytes named on the command line: one line naming it, exit 1, and
+    the findings named with it are not stored. The same file met in a directory walk is
+    reported and skipped (exit 0)."""
+    import os
+
+    blob = tmp_path / "run" / "capture.bin"
+    blob.parent.mkdir()
+    blob.write_bytes(os.urandom(4096))
+    notes = DATA / "markdown" / "messy_FINDINGS.md"
+    proc = kb("ingest", notes, blob)
+    err = proc.stderr.strip()
+    assert proc.returncode == 1 and err.count("\n") == 0 and "Traceback" not in err, err
+    assert err.startswith(f"kb: error: {blob}: not a recognised format") and "nothing was ingested" in err
+    assert not any(a["id"].startswith("messy-findings")
+                   for a in kb("ask", "nccl env that did nothing", "--json", check_json=True)["answers"])
+    walked = kb("ingest", blob.parent)
+    assert walked.returncode == 0, walked.stderr
+    assert f"{blob}: skipped (not a recognised format" in walked.stdout
+
+
 def test_unreadable_path(kb, tmp_path):
     # under a regular file, so it cannot be opened even by root
     f = tmp_path / "file.md"
