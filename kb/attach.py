@@ -17,7 +17,7 @@ from statistics import median
 from typing import Callable
 
 from ingest.markdown import _slug, finding_spans, parse_findings, render
-from kb import vocab
+from kb import units, vocab
 from kb.compare import Level, Pair, levels, match_levels
 from kb.errors import InputError, KbError, NotFoundError
 from kb.evidence import RunEvidence
@@ -325,7 +325,7 @@ def measure(req: Request) -> Measurement:
 def _symptom(head: Gain, ctx: Context) -> str:
     at = f" at {head.concurrency} concurrency" if head.concurrency else ""
     on = f" on {ctx.model}" + (f" ({ctx.gpu_count}x {ctx.gpu})" if ctx.gpu else "") if ctx.model else ""
-    return f"{head.metric} {head.before:g} {head.unit}{at}{on} before the change"
+    return f"{head.metric} {units.quantity(head.before, head.unit)}{at}{on} before the change"
 
 
 def build(req: Request) -> tuple[Finding, list[str]]:

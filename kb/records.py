@@ -11,11 +11,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from kb import units
 from kb.hardware import gpu_arch
 
 Confidence = Literal["low", "medium", "high"]
 
-LOWER_IS_BETTER_UNITS = {"ms", "s", "sec", "seconds", "us"}
+LOWER_IS_BETTER_UNITS = {"ms", "s", "sec", "seconds", "us", "µs", "μs"}
 LOWER_IS_BETTER_METRICS = ("ttft", "tpot", "itl", "latency", "e2e")
 
 
@@ -65,20 +66,13 @@ class Gain(BaseModel):
         return 1 / r if self.lower_is_better() else r
 
     def describe(self) -> str:
-        unit = f" {self.unit}" if self.unit else ""
         at = f" at {self.concurrency} concurrency" if self.concurrency else ""
         if self.before is not None and self.after is not None:
             r = self.ratio()
-            x = f" ({r:.2f}x)" if r else ""
-            return f"{self.metric}: {_num(self.before)} → {_num(self.after)}{unit}{at}{x}"
+            x = f" ({units.factor(r)})" if r else ""
+            return f"{self.metric}: {units.change(self.before, self.after, self.unit)}{at}{x}"
         val = self.after if self.after is not None else self.before
-        return f"{self.metric}: {_num(val)}{unit}{at}" if val is not None else self.metric
-
-
-def _num(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{int(v):,}" if float(v).is_integer() else f"{v:,.2f}".rstrip("0").rstrip(".")
+        return f"{self.metric}: {units.quantity(val, self.unit)}{at}" if val is not None else self.metric
 
 
 class Source(BaseModel):

@@ -129,7 +129,7 @@ def test_text_report_says_what_was_written_where(kb, kb_home, pair, glm_config):
            "--gpu", GPU, "--config", glm_config)
     assert p.returncode == 0, p.stderr
     assert p.stdout.startswith("written ") and str(attached(kb_home)) in p.stdout
-    assert "880 → 3,740 tok/s at 256 concurrency (4.25x)" in p.stdout and "SM120" in p.stdout
+    assert "880 tok/s → 3.74 k tok/s at 256 concurrency (4.25x)" in p.stdout and "SM120" in p.stdout
 
 
 def test_changed_server_args_are_named_and_give_the_fix_class(kb_home, tmp_path):
