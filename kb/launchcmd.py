@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass
 
 from kb.flags import Catalog
 
@@ -121,6 +122,47 @@ def base_argv(engine: str, catalog: Catalog, server_args: dict, model: str | Non
     if engine == "sglang" and model:
         argv[3:3] = ["--model-path", model]
     return argv
+
+
+MODEL = "MODEL"  # stands in the command for a model kb does not know
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+@dataclass(frozen=True)
+class Current:
+    """The launch command the changes apply to. `missing` says what the reader adds when
+    it is not the user's whole command (no launch command and no dump of the server's
+    arguments was given): without it the printed command would start a different server,
+    or none (`python -m sglang.launch_server --tp-size 4` loads no model)."""
+
+    argv: list[str]
+    missing: str | None = None
+
+    def command(self, argv: list[str], env: dict[str, str] | None = None, tail: str = "") -> str:
+        """`argv` (this one with changes applied) as a shell line, marked when incomplete."""
+        return render(argv, env) + tail + (f"  # {self.missing}" if self.missing else "")
+
+
+def current(ev, engine: str, catalog: Catalog) -> Current:
+    """The running server's launch command: the one given, else one rebuilt from the
+    server's arguments (a server_info or log dump has them all), else kb's flags on
+    MODEL, marked as needing the rest of the user's command."""
+    if ev.launch_argv:
+        return Current(list(ev.launch_argv))
+    model = known_model(ev)
+    argv = base_argv(engine, catalog, ev.server_args, model or MODEL)
+    if model and ev.server_args:
+        return Current(argv)
+    rest = "add the rest of your launch command"
+    return Current(argv, rest if model else f"{MODEL}: your model; {rest}")
+
+
+def known_model(ev) -> str | None:
+    """What the server loads, when the evidence says: the launch command's or server's
+    model path, else a --config given as a Hugging Face repo id. A name taken from a local
+    directory (`/models/GLM-5/config.json` → GLM-5) is a label, not a path to load."""
+    name = getattr(ev.model, "name", None) or ""
+    return ev.model_path or (name if _REPO_ID.match(name) else None)
 
 
 def apply(argv: list[str], changes: list[tuple[str, object, list[str]]]) -> list[str]:

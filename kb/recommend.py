@@ -80,7 +80,7 @@ def _score(severity: str, confidence: float, ratio: float | None) -> float:
     return round(SEVERITY_ORDER[severity] * confidence * gain, 3)
 
 
-def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], base_argv: list[str]) -> Recommendation:
+def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], base: launchcmd.Current) -> Recommendation:
     cited = cite(ctx.ev, rule.fix_class, findings, ctx.engine)
     covering = next((c for c in cited if c.similarity >= COVERS and c.ratio), None)
     if covering:
@@ -96,7 +96,7 @@ def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], ba
     commands = list(p.commands)
     if p.changes:
         changes = [(c.flag, c.new, _aliases(ctx.catalog, c.flag)) for c in p.changes]
-        commands.insert(0, launchcmd.render(launchcmd.apply(base_argv, changes), {**ctx.ev.launch_env, **p.env}))
+        commands.insert(0, base.command(launchcmd.apply(base.argv, changes), {**ctx.ev.launch_env, **p.env}))
     conf = _confidence(p, ctx.signals, bool(covering))
     ratio = covering.ratio if covering else None
     return Recommendation(rule=f"{rule.id} {rule.name}", fix_class=rule.fix_class, title=p.title, severity=p.severity,
@@ -118,8 +118,11 @@ ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, Ove
 def recommend(ev: RunEvidence, signals: list[Signal], engine: str, catalog: Catalog,
               findings: list[Finding], warnings: list[str] | None = None) -> list[Recommendation]:
     ctx = RuleContext(ev=ev, signals={s.id: s for s in signals}, engine=engine, catalog=catalog)
-    model_path = ev.model_path or (ev.model.name if ev.model else None)
-    base = ev.launch_argv or launchcmd.base_argv(engine, catalog, ev.server_args, model_path)
+    base = launchcmd.current(ev, engine, catalog)
+    if base.missing and warnings is not None:
+        warnings.append("no launch command known (give --launch \"CMD\"): the commands below show kb's changes"
+                        + (f" on {launchcmd.MODEL}, a placeholder for your model," if launchcmd.MODEL in base.missing
+                           else "") + " and the rest of your launch command goes with them")
     recs = []
     reminders: set[int] = set()
     for rule in RULES:
@@ -146,7 +149,6 @@ def combined_command(ev: RunEvidence, engine: str, catalog: Catalog, recs: list[
     changes = [(f.flag, f.new, _aliases(catalog, f.flag)) for r in recs if r.severity != "low" for f in r.flags]
     if not changes:
         return None
-    model_path = ev.model_path or (ev.model.name if ev.model else None)
-    base = ev.launch_argv or launchcmd.base_argv(engine, catalog, ev.server_args, model_path)
+    base = launchcmd.current(ev, engine, catalog)
     env = {k: v for r in recs for k, v in r.env.items()}
-    return launchcmd.render(launchcmd.apply(base, changes), {**ev.launch_env, **env})
+    return base.command(launchcmd.apply(base.argv, changes), {**ev.launch_env, **env})

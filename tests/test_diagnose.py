@@ -118,3 +118,54 @@ def test_ask_with_run_answers_from_this_runs_signals(kb):
     assert out["run"]["recommendations"][0]["commands"]
     top3 = [set(a["fix_classes"]) for a in out["answers"][:3]]
     assert any({"moe-runner-backend", "moe-kernel-config", "max-running-requests"} & fc for fc in top3)
+
+
+# A benchmark output that names neither the model nor the server's arguments (sglang
+# 0.4.6 bench_serving --output-file, no server_info), with the GLM-5 config.json from a
+# local directory: the config's name is a label, not a path any server can load.
+NO_LAUNCH = DATA / "samples" / "sglang_bench_jsonl" / "run-sglang-0.4.6.post5_sweep_c1-32-128-256.jsonl"
+
+
+def _launches(out: dict, launcher: str) -> list[str]:
+    cmds = [c for r in out["recommendations"] for c in r["commands"]] + [out["combined_command"]]
+    return [c for c in cmds if c and launcher in c]
+
+
+@pytest.mark.parametrize("engine, launcher, placeholder", [
+    ("sglang", "sglang.launch_server", "python -m sglang.launch_server --model-path MODEL "),
+    ("vllm", "vllm serve", "vllm serve MODEL "),
+])
+def test_without_a_launch_command_the_model_is_a_marked_placeholder(kb, engine, launcher, placeholder):
+    out = kb("diagnose", NO_LAUNCH, "--config", GLM5 / "config.json", "--gpu", "8x RTX PRO 6000",
+             "--engine", engine, "--json", check_json=True)
+    launches = _launches(out, launcher)
+    assert launches, out["recommendations"]
+    for c in launches:  # never a server with no model, nor one named after a directory
+        assert c.startswith(placeholder), c
+        assert c.endswith("  # MODEL: your model; add the rest of your launch command"), c
+        assert "glm5-rtx-pro-6000" not in c
+    assert any("no launch command known" in w and "MODEL, a placeholder for your model" in w
+               for w in out["warnings"]), out["warnings"]
+    text = kb("diagnose", NO_LAUNCH, "--config", GLM5 / "config.json", "--gpu", "8x RTX PRO 6000", "--engine", engine)
+    assert f"$ {launches[0]}" in text.stdout and "warning: no launch command known" in text.stdout
+
+
+def test_a_known_model_without_its_arguments_asks_for_the_rest_of_the_command(kb, tmp_path):
+    """The model is named (bench_serving's `model`), its launch arguments are not: the
+    command keeps the model and says the rest of the launch command goes with it."""
+    bench = tmp_path / "bench.jsonl"
+    bench.write_text("".join(json.dumps({**json.loads(line), "model": "zai-org/GLM-5"}) + "\n"
+                             for line in NO_LAUNCH.read_text().splitlines()))
+    out = kb("diagnose", bench, "--config", GLM5 / "config.json", "--gpu", "8x RTX PRO 6000", "--json",
+             check_json=True)
+    launches = _launches(out, "sglang.launch_server")
+    assert launches
+    for c in launches:
+        assert c.startswith("python -m sglang.launch_server --model-path zai-org/GLM-5 "), c
+        assert c.endswith("  # add the rest of your launch command"), c
+
+
+def test_a_full_launch_command_is_printed_whole_and_unmarked(glm5):
+    launches = _launches(glm5, "sglang.launch_server")
+    assert launches and not any("#" in c for c in launches), launches
+    assert not any("no launch command known" in w for w in glm5["warnings"])

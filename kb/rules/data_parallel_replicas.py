@@ -195,8 +195,7 @@ def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size:
     """One server per replica on its own GPUs and port (works on every version)."""
     from kb.recommend import _aliases
 
-    model_path = ctx.ev.model_path or (ctx.model.name if ctx.model else None)
-    base = ctx.ev.launch_argv or launchcmd.base_argv(ctx.engine, ctx.catalog, ctx.ev.server_args, model_path)
+    base = launchcmd.current(ctx.ev, ctx.engine, ctx.catalog)
     port_flag = ctx.catalog.flag_for("port") or "--port"
     port = _int(ctx.arg("port")) or DEFAULT_PORT[ctx.engine]
     visible = str(ctx.ev.launch_env.get("CUDA_VISIBLE_DEVICES") or "")
@@ -204,10 +203,10 @@ def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size:
     out = []
     for i in range(replicas):
         ids = ",".join(gpus[i * size:(i + 1) * size]) or ",".join(str(j) for j in range(i * size, (i + 1) * size))
-        argv = launchcmd.apply(base, [(c.flag, c.new, _aliases(ctx.catalog, c.flag))
+        argv = launchcmd.apply(base.argv, [(c.flag, c.new, _aliases(ctx.catalog, c.flag))
                                       for c in changes if c.setting != "dp"] + [(port_flag, port + i, [])])
         env = {**ctx.ev.launch_env, "CUDA_VISIBLE_DEVICES": ids}
-        out.append(launchcmd.render(argv, env) + " &")
+        out.append(base.command(argv, env, " &"))
     return out
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import shlex
 
+from kb import launchcmd
 from kb.rules.base import Proposal, Rule, RuleContext
 
 # architectures whose shared expert sglang fuses into the routed-expert kernel (E + 1)
@@ -65,7 +66,7 @@ def config_file_name(shape: dict) -> str:
 
 
 def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
-    model = ctx.ev.model_path or (ctx.model.name if ctx.model else None) or "MODEL"
+    model = launchcmd.known_model(ctx.ev) or launchcmd.MODEL
     tp = ctx.tp()
     fname = config_file_name(shape)
     dtype = shape.get("dtype") if shape.get("dtype") in ("fp8_w8a8", "int8_w8a8", "int8_w8a16") else "auto"

@@ -88,10 +88,9 @@ def _pair(ctx: RuleContext, sig, supporting: list[str]) -> Proposal | None:
         better = next(((a, b) for a in range(hw.count) for b in range(a + 1, hw.count)
                        if _link(links, a, b) in SAME_SWITCH), None)
     if better:
-        model_path = ctx.ev.model_path or (ctx.model.name if ctx.model else None)
-        base = ctx.ev.launch_argv or launchcmd.base_argv(ctx.engine, ctx.catalog, ctx.ev.server_args, model_path)
+        base = launchcmd.current(ctx.ev, ctx.engine, ctx.catalog)
         env = {**ctx.ev.launch_env, "CUDA_VISIBLE_DEVICES": f"{better[0]},{better[1]}"}
-        commands.append(launchcmd.render(base, env))
+        commands.append(base.command(base.argv, env))
         notes.insert(0, f"GPU{better[0]} and GPU{better[1]} share a PCIe switch ({_link(links, *better)}): "
                         "run the TP2 pair there")
     severity = "moderate" if link in THROUGH_CPU else "low"
