@@ -5,13 +5,10 @@ says to run scripts/build_env_engines.sh (CI runs it before pytest)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 
 from live import vllm_server as vs
+from live.util import run_kb
 
 ROOT = vs.ROOT
 
@@ -47,9 +44,6 @@ def kb_live(tmp_path):
     home = tmp_path / "kbhome"
 
     def run(*args, env=None, timeout=600):
-        e = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
-        e.update({"KB_HOME": str(home), **(env or {})})
-        return subprocess.run([sys.executable, "-m", "kb", *map(str, args)], capture_output=True, text=True,
-                              env=e, cwd=ROOT, timeout=timeout)
+        return run_kb(home, *args, env=env, timeout=timeout)
 
     return run

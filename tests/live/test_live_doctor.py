@@ -1,8 +1,11 @@
 """`kb doctor` against a real vLLM server capped at --max-num-seqs 8: the plateau, its
 knee, the running-request cap with the waiting queue (from /metrics and from the
 server log), the recommendation to raise --max-num-seqs; then the server restarted
-with the recommended value, where the knee moves; then that server dies mid-sweep.
-Small requests: input 32 tokens, output 64, levels 1,4,8,16,32, 3 s of load per level."""
+with the recommended value, where the knee moves; a server that dies mid-sweep.
+Small requests: input 32 tokens, output 64, levels 1,4,8,16,32, 3 s of load per level.
+Each test stands alone (any order, any subset): the doctor run on the capped server is
+a module fixture computed by whichever test needs it first, and every other server a
+test starts is its own and stopped when it ends."""
 
 import json
 import time
@@ -10,18 +13,39 @@ import time
 import pytest
 
 from live import vllm_server as vs
-from live.util import read_jsonl, sweep_until_first_level
+from live.util import read_jsonl, run_kb, sweep_until_first_level
 
 SWEEP = ["-c", "1,4,8,16,32", "--duration", "3", "--input-len", "32", "--output-len", "64"]
 
 
 @pytest.fixture(scope="module")
-def holder():
-    """State passed from one test to the next; the restarted server is stopped at the end."""
-    h: dict = {}
-    yield h
-    if h.get("server"):
-        h["server"].stop()
+def doctor8(vllm8, tmp_path_factory):
+    """`kb doctor --json` on the server capped at 8, run once for every test that needs its
+    result (whichever of them runs first, or alone): (report, sweep file)."""
+    work = tmp_path_factory.mktemp("doctor8")
+    out = work / "doctor.jsonl"
+    proc = run_kb(work / "kbhome", "doctor", vllm8.url, *SWEEP, "--log", vllm8.log, "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout), out
+
+
+@pytest.fixture
+def server_factory(tiny_model, tmp_path_factory):
+    """Start vLLM servers for one test; all of them are stopped when it ends, pass or fail."""
+    started = []
+
+    def start(max_num_seqs: int):
+        log = tmp_path_factory.mktemp(f"vllm{max_num_seqs}-") / "server.log"
+        try:
+            server = vs.start(tiny_model, log, max_num_seqs=max_num_seqs)
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 def _signals(doc):
@@ -43,11 +67,8 @@ def _cap_recommendation(doc):
     return next((r for r in doc["diagnosis"]["recommendations"] if r["fix_class"] == "max-running-requests"), None)
 
 
-def test_doctor_finds_the_cap_and_recommends_max_num_seqs(kb_live, vllm8, tmp_path, holder):
-    out = tmp_path / "doctor.jsonl"
-    proc = kb_live("doctor", vllm8.url, *SWEEP, "--log", vllm8.log, "--out", out, "--json")
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+def test_doctor_finds_the_cap_and_recommends_max_num_seqs(kb_live, vllm8, tmp_path, doctor8):
+    doc, out = doctor8
     assert doc["probe"]["engine"] == "vllm" and doc["diagnosis"]["engine_version"] == "0.32.0"
     assert [r["max_concurrency"] for r in read_jsonl(out)] == [1, 4, 8, 16, 32]
     sig = _signals(doc)
@@ -57,12 +78,15 @@ def test_doctor_finds_the_cap_and_recommends_max_num_seqs(kb_live, vllm8, tmp_pa
 
     cap = sig["running-cap-with-queue"]
     assert cap["data"]["cap"] == 8 and cap["data"]["queued_max"] > 0
-    assert set(cap["data"]["sources"]) == {"metrics", "log"}  # both /metrics and the server log show it
+    # /metrics is sampled about once a second within each level, so the levels above the cap
+    # always show it; whether the server log's stats lines (spread over all five levels, three
+    # below the cap) reach the signal's queue fraction depends on how fast the levels drain:
+    # test_the_server_log_shows_the_cap_too checks the log where every level exceeds the cap.
+    assert "metrics" in cap["data"]["sources"] and set(cap["data"]["sources"]) <= {"metrics", "log"}
     texts = [e["text"] for e in cap["evidence"]]
     where = [(e["where"] or {}).get("path") for e in cap["evidence"]]
     assert any("/metrics samples at concurrency" in t and "(cap 8)" in t for t in texts), texts
-    assert any("stats lines" in t and "(cap 8)" in t for t in texts), texts
-    assert str(vllm8.log) in where and str(out) in where
+    assert str(out) in where
 
     rec = _cap_recommendation(doc)
     assert rec is not None and rec["rank"] == 1, doc["diagnosis"]["recommendations"]
@@ -73,7 +97,6 @@ def test_doctor_finds_the_cap_and_recommends_max_num_seqs(kb_live, vllm8, tmp_pa
     cmd = rec["commands"][0]
     assert f"--max-num-seqs {new}" in cmd and "--max-num-seqs 8" not in cmd
     assert "--load-format dummy" in cmd and "--max-model-len 512" in cmd  # a diff against what runs
-    holder["new_cap"] = new
 
     # the same findings in the text report
     text = kb_live("doctor", vllm8.url, *SWEEP, "--log", vllm8.log, "--out", tmp_path / "again.jsonl")
@@ -83,15 +106,29 @@ def test_doctor_finds_the_cap_and_recommends_max_num_seqs(kb_live, vllm8, tmp_pa
     assert f"Raise --max-num-seqs from 8 to {new}" in text.stdout
 
 
-def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, tiny_model, tmp_path_factory, holder):
-    new = holder.get("new_cap")
-    assert new, "the doctor test did not produce a recommendation"
-    log = tmp_path_factory.mktemp("vllm-raised") / "server.log"
-    server = vs.start(tiny_model, log, max_num_seqs=new)
-    holder["server"] = server
-    work = tmp_path_factory.mktemp("raised")
-    out = work / "doctor.jsonl"
-    proc = kb_live("doctor", server.url, *SWEEP, "--log", log, "--out", out, "--json")
+def test_the_server_log_shows_the_cap_too(kb_live, vllm8, tmp_path):
+    """Every level above the cap (16 and 32 against 8): the stats lines vLLM writes during
+    the sweep (every second: VLLM_LOG_STATS_INTERVAL=1, see vllm_server.start) show 8
+    running with a queue, and the signal cites the log beside /metrics."""
+    out = tmp_path / "doctor.jsonl"
+    proc = kb_live("doctor", vllm8.url, "-c", "16,32", *SWEEP[2:], "--log", vllm8.log, "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr
+    cap = _signals(json.loads(proc.stdout))["running-cap-with-queue"]
+    assert cap["data"]["cap"] == 8 and set(cap["data"]["sources"]) == {"metrics", "log"}, cap
+    texts = [e["text"] for e in cap["evidence"]]
+    where = [(e["where"] or {}).get("path") for e in cap["evidence"]]
+    assert any("stats lines" in t and "running requests reach 8 (cap 8)" in t for t in texts), texts
+    assert any(t.startswith("running 8, queued ") for t in texts), texts  # a log line, quoted
+    assert str(vllm8.log) in where and str(out) in where
+
+
+def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, doctor8, server_factory, tmp_path):
+    rec = _cap_recommendation(doctor8[0])
+    assert rec is not None, doctor8[0]["diagnosis"]["recommendations"]
+    new = int(rec["flags"][0]["new"])
+    server = server_factory(new)
+    out = tmp_path / "doctor.jsonl"
+    proc = kb_live("doctor", server.url, *SWEEP, "--log", server.log, "--out", out, "--json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     sig = _signals(doc)
@@ -104,7 +141,7 @@ def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, tiny_
     before, after = [], [out]
     for i in range(5):
         url, runs = (vllm8.url, before) if i % 2 == 0 else (server.url, after)
-        runs.append(work / f"sweep{i}.jsonl")
+        runs.append(tmp_path / f"sweep{i}.jsonl")
         proc = kb_live("sweep", url, *SWEEP, "--out", runs[-1])
         assert proc.returncode == 0, proc.stderr
     (k0, c0), (k1, c1) = _knee(kb_live, before), _knee(kb_live, after)
@@ -112,11 +149,8 @@ def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, tiny_
     assert k1 > k0, {"max-num-seqs 8": (k0, c0), f"max-num-seqs {new}": (k1, c1)}
 
 
-def test_server_dies_mid_sweep(tmp_path, tiny_model, tmp_path_factory, holder):
-    server = holder.get("server")
-    if server is None or not server.alive():
-        server = vs.start(tiny_model, tmp_path_factory.mktemp("vllm-dies") / "server.log", max_num_seqs=8)
-        holder["server"] = server
+def test_server_dies_mid_sweep(tmp_path, server_factory):
+    server = server_factory(8)  # its own server: no other test depends on one this test kills
     out = tmp_path / "sweep.jsonl"
     proc = sweep_until_first_level(server.url, out)
     try:

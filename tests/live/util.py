@@ -10,6 +10,14 @@ import time
 from pathlib import Path
 
 
+def run_kb(home: Path, *args, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    """The real `kb` command line with KB_HOME=home (KB_API_KEY cleared), from the repository root."""
+    e = {k: v for k, v in os.environ.items() if k != "KB_API_KEY"}
+    e.update({"KB_HOME": str(home), **(env or {})})
+    return subprocess.run([sys.executable, "-m", "kb", *map(str, args)], capture_output=True, text=True,
+                          env=e, cwd=Path(__file__).resolve().parent.parent.parent, timeout=timeout)
+
+
 def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 

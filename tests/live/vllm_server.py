@@ -103,6 +103,9 @@ def start(model: Path, log: Path, max_num_seqs: int = 8, max_model_len: int = 51
     """Start `python -m vllm.entrypoints.openai.api_server` and wait for /health."""
     py = require_engines()
     port = port or free_port()
+    # VLLM_LOG_STATS_INTERVAL: seconds between the "Avg prompt throughput ... Running: N reqs,
+    # Waiting: N reqs" stats lines (vllm/envs.py in 0.32: a float, 10 s when unset or <= 0);
+    # at 1 s every 3-second sweep level is in the log, not only the levels a 10 s tick hits.
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
            "VLLM_LOG_STATS_INTERVAL": "1", "VLLM_NO_USAGE_STATS": "1", "DO_NOT_TRACK": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("KB_API_KEY", None)
