@@ -437,8 +437,8 @@ _CONNECT_TIMEOUT = typer.Option(5.0, "--connect-timeout", min=0.1, help="Seconds
 _CONCURRENCY = typer.Option("1,8,32,128", "--concurrency", "-c", help="Concurrency levels, comma-separated.")
 _REQUESTS = typer.Option(None, "--requests", "-n", min=1, help="Requests per level (default max(16, 4 x level)).")
 _DURATION = typer.Option(None, "--duration", min=0.1, help="Seconds per level: stop sending after this.")
-_INPUT_LEN = typer.Option(256, "--input-len", min=1, help="Prompt length in tokens.")
-_OUTPUT_LEN = typer.Option(256, "--output-len", min=1, help="Output tokens per request (ignore_eos).")
+_INPUT_LEN = typer.Option(None, "--input-len", min=1, help="Prompt length in tokens (default 256, fitted to the server's context).")
+_OUTPUT_LEN = typer.Option(None, "--output-len", min=1, help="Output tokens per request, ignore_eos (default 256, fitted to the server's context).")
 _LEVEL_TIME = typer.Option(900.0, "--max-level-time", min=1.0, help="Hard cap on one level's wall time, seconds.")
 _CHUNK_TIMEOUT = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk.")
 
@@ -485,7 +485,7 @@ def probe(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
 @app.command()
 def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1:8000"),
           concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS, duration: Optional[float] = _DURATION,
-          input_len: int = _INPUT_LEN, output_len: int = _OUTPUT_LEN,
+          input_len: Optional[int] = _INPUT_LEN, output_len: Optional[int] = _OUTPUT_LEN,
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="JSONL file (sglang bench_serving shape), one line per finished level."),
           api_key: Optional[str] = _API_KEY,
           timeout: float = _CHUNK_TIMEOUT,
@@ -514,14 +514,14 @@ def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
     unit = "req/s" if rate else "concurrent requests"
     if as_json:
         _echo_json({"url": p.url, "engine": p.engine, "version": p.version, "model": p.model,
-                    "input_len": input_len, "output_len": output_len, "prompt_tokens": res.prompt_tokens,
+                    "input_len": res.input_len, "output_len": res.output_len, "prompt_tokens": res.prompt_tokens,
                     "out": str(out) if out else None, "levels": [level_summary(r) for r in res.levels],
                     "find_max": None if found is None else {"best": found.best, "broke_at": found.broke_at,
                                                             "why": found.why, "tried": found.tried, "unit": unit},
                     "interrupted": res.interrupted, "error": res.error, "warnings": res.warnings})
     else:
         typer.echo(f"kb sweep — {p.url} · {p.engine or 'unknown engine'} {p.version or ''} · {p.model}".replace("  ", " "))
-        typer.echo(f"  prompts {res.prompt_tokens or '?'} tokens ({res.prompt_words} words), {output_len} output tokens")
+        typer.echo(f"  prompts {res.prompt_tokens or '?'} tokens ({res.prompt_words} words), {res.output_len} output tokens")
         if res.levels:
             typer.echo(table(res.levels))
         for w in res.warnings:
@@ -543,7 +543,8 @@ def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
 @app.command()
 def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1:8000"),
            concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS,
-           duration: Optional[float] = _DURATION, input_len: int = _INPUT_LEN, output_len: int = _OUTPUT_LEN,
+           duration: Optional[float] = _DURATION, input_len: Optional[int] = _INPUT_LEN,
+           output_len: Optional[int] = _OUTPUT_LEN,
            out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where the sweep goes (default $KB_HOME/runs/doctor-HOST-PORT-TIME.jsonl)."),
            launch: Optional[str] = _LAUNCH,
            log: Optional[Path] = typer.Option(None, "--log", help="The server's log file: start-up facts and the stats lines written during the sweep."),
@@ -589,7 +590,7 @@ def tune(launch: str = typer.Option(..., "--launch", help='The server\'s launch 
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; start nothing."),
          candidate: Optional[List[str]] = typer.Option(None, "--candidate", help='Flag changes to try first, e.g. "--max-num-seqs 64" (repeatable).'),
          concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS, duration: Optional[float] = _DURATION,
-         input_len: int = _INPUT_LEN, output_len: int = _OUTPUT_LEN,
+         input_len: Optional[int] = _INPUT_LEN, output_len: Optional[int] = _OUTPUT_LEN,
          rate: Optional[str] = typer.Option(None, "--rate", help="Sweep request rates instead of concurrencies."),
          config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
          out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where trial logs and sweeps go (default $KB_HOME/runs/tune-TIME)."),

@@ -261,6 +261,13 @@ def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, 
     return t
 
 
+def _lengths(sw) -> str:
+    """input:output as the sweep will send them (a default is fitted to the server's context)."""
+    from kb.live.sweep import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
+
+    return f"{sw.input_len or DEFAULT_INPUT_LEN}:{sw.output_len or DEFAULT_OUTPUT_LEN}"
+
+
 def resweep(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, workdir: Path) -> float | None:
     """The same configuration once more in a fresh server; the trial's score becomes the mean."""
     again = run_trial(Trial(n=t.n, label=t.label, argv=t.argv, changes=t.changes), opts, env, findings,
@@ -285,7 +292,7 @@ def dry_plan(opts: TuneOptions, findings: list, engine: str, argv: list[str], wh
     levels = ",".join(f"{x:g}" for x in opts.sweep.levels)
     plan = [f"{'plan only: ' + why_plan if why_plan else 'dry run'}: nothing is started",
             f"baseline: start `{render(argv)}`, sweep {'rates' if opts.sweep.rate else 'concurrency'} {levels} "
-            f"({opts.sweep.input_len}:{opts.sweep.output_len} tokens) twice for the noise band, diagnose"]
+            f"({_lengths(opts.sweep)} tokens) twice for the noise band, diagnose"]
     n = 0
     for text in opts.candidates:
         n += 1

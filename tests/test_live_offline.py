@@ -286,3 +286,66 @@ def test_summarise_with_nothing_done_has_zero_rates():
     row = summarise(4, [Outcome(error="read timeout")], 2.0, SweepOptions(levels=[4]), None, None, 1)
     assert row["completed"] == 0 and row["total_throughput"] == 0.0 and row["backend"] == "openai"
     assert all(not isinstance(v, float) or math.isfinite(v) for v in row.values())
+
+
+# ------------------------------------------------------------------ lengths within the server's context
+
+
+@pytest.mark.parametrize("given, ctx, want, note", [
+    ((None, None), 4096, (256, 256), None),            # the defaults fit
+    ((None, None), 512, (256, 256), None),             # exactly: vLLM and sglang accept prompt + output == context
+    ((None, None), None, (256, 256), None),            # context unknown
+    ((None, None), 300, (150, 150), "input 150 + output 150 tokens instead of the default 256 + 256"),
+    ((400, None), 512, (400, 112), "output length 112 tokens, not the default 256, beside --input-len 400"),
+    ((None, 500), 512, (12, 500), "input length 12 tokens, not the default 256, beside --output-len 500"),
+    ((32, 64), 512, (32, 64), None),
+])
+def test_fit_lengths_fits_defaults_and_says_so(given, ctx, want, note):
+    from kb.live.sweep import fit_lengths
+
+    opts, said = fit_lengths(SweepOptions(levels=[1], input_len=given[0], output_len=given[1]), ctx)
+    assert (opts.input_len, opts.output_len) == want
+    if note:
+        assert note in said and f"context is {ctx} tokens (max_model_len)" in said
+    else:
+        assert said is None
+
+
+@pytest.mark.parametrize("given, ctx, words", [
+    ((400, 200), 512, "--input-len 400 + --output-len 200 = 600 tokens do not fit the server's context of 512 tokens"),
+    ((512, None), 512, "--input-len 512 tokens leave no room in the server's context of 512 tokens"),
+])
+def test_fit_lengths_refuses_given_lengths_that_cannot_fit(given, ctx, words):
+    from kb.errors import KbError
+    from kb.live.sweep import fit_lengths
+
+    with pytest.raises(KbError) as e:
+        fit_lengths(SweepOptions(levels=[1], input_len=given[0], output_len=given[1]), ctx)
+    assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_calibration_never_sends_a_prompt_longer_than_the_context():
+    """A small tokenizer (here 4 tokens per word plus BOS, as a byte-level vocabulary of a
+    few hundred pieces spends): the first counted prompt was `target` words, 1,025 tokens
+    for a 256-token target, which vLLM refuses with HTTP 400 on a 512-token server. The
+    chosen prompt is the nearest at or below the target (253, not 257)."""
+    import asyncio
+
+    from kb.live.sweep import calibrate
+
+    ctx, sent = 512, []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        n = 1 + 4 * len(json.loads(request.content)["prompt"].split())
+        sent.append(n)
+        if n > ctx:
+            return httpx.Response(400, json={"error": {"message": f"maximum context length is {ctx} tokens"}})
+        return httpx.Response(200, json={"choices": [{"text": "x"}], "usage": {"prompt_tokens": n}})
+
+    async def run():
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as http:
+            return await calibrate(http, httpx.URL("http://127.0.0.1:8000"), "m", 256, 0, [])
+
+    prompts, tokens = asyncio.run(run())
+    assert max(sent) <= ctx, sent
+    assert tokens == 253 and len(prompts.words) == 63  # 1 + 4 × 63; 64 words are 257 tokens

@@ -29,14 +29,14 @@ import math
 import random
 import signal
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 import aiohttp
 import httpx
 
-from kb.errors import ServerError
+from kb.errors import KbError, ServerError
 from kb.live import client as cl
 from kb.live.metrics import Scrape, prefixes
 from kb.live.probe import ProbeResult
@@ -51,13 +51,17 @@ WORDS = ("the of and to in is for on that with as it at by from this be are was 
          "time data model server token batch cache queue request stream layer kernel memory").split()
 
 
+DEFAULT_INPUT_LEN = 256
+DEFAULT_OUTPUT_LEN = 256
+
+
 @dataclass
 class SweepOptions:
     levels: list[int]
     requests: int | None = None  # per level; default max(16, 4 × concurrency)
     duration: float | None = None  # seconds per level: stop sending after this
-    input_len: int = 256
-    output_len: int = 256
+    input_len: int | None = None  # tokens; None: DEFAULT_INPUT_LEN, fitted to the server's context
+    output_len: int | None = None  # tokens; None: DEFAULT_OUTPUT_LEN, fitted likewise
     max_level_time: float = 900.0  # hard cap on one level's wall time
     metrics_interval: float = 1.0  # a scrape costs the server: 4 a second slowed a CPU vLLM's decode ~15%
     first_sample: float = 0.25  # so that a short level still gets one sample
@@ -95,6 +99,8 @@ class SweepResult:
     warnings: list[str] = field(default_factory=list)
     prompt_words: int = 0
     prompt_tokens: int | None = None
+    input_len: int | None = None  # the lengths used, after fitting
+    output_len: int | None = None
 
 
 # ------------------------------------------------------------------ statistics
@@ -186,20 +192,22 @@ async def _count_tokens(http: httpx.AsyncClient, base: httpx.URL, model: str | N
     return int(n) if isinstance(n, (int, float)) else None
 
 
+CALIBRATION_START = 32  # words in the first counted prompt: short enough for any context
+
+
 async def calibrate(http: httpx.AsyncClient, base: httpx.URL, model: str | None, target: int, seed: int,
                     warnings: list[str]) -> tuple[Prompts, int | None]:
-    """Find the word count whose prompts cost `target` tokens (a few 1-token requests)."""
-    words = target
-    best: tuple[int, int] | None = None  # (|error|, words)
+    """Find the word count whose prompts cost `target` tokens, or the nearest below it
+    (a few 1-token requests). The first prompt is short: a small tokenizer spends several
+    tokens per word, and `target` words could exceed the server's context (HTTP 400)."""
+    words = min(target, CALIBRATION_START)
     tokens_at: dict[int, int] = {}
-    for _ in range(5):
+    for _ in range(6):
         n = await _count_tokens(http, base, model, Prompts(words, seed).get(0))
         if n is None:
             warnings.append("the server reports no token usage: prompts assume one token per word")
             return Prompts(target, seed), None
         tokens_at[words] = n
-        if best is None or abs(n - target) < best[0]:
-            best = (abs(n - target), words)
         if n == target:
             break
         nxt = max(1, words + round((target - n) * words / max(n, 1)))
@@ -208,8 +216,9 @@ async def calibrate(http: httpx.AsyncClient, base: httpx.URL, model: str | None,
         if nxt in tokens_at or nxt < 1:
             break
         words = nxt
-    assert best is not None
-    return Prompts(best[1], seed), tokens_at[best[1]]
+    # not above the target (the output is fitted to the context beside it), else the shortest
+    best = min(tokens_at, key=lambda w: (tokens_at[w] > target, abs(tokens_at[w] - target)))
+    return Prompts(best, seed), tokens_at[best]
 
 
 # ------------------------------------------------------------------ one request
@@ -546,9 +555,9 @@ async def _run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, 
 
 
 async def _sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None, out: Path | None,
-                 on_level: Callable[[dict], None] | None) -> SweepResult:
+                 on_level: Callable[[dict], None] | None, notes: list[str]) -> SweepResult:
     base = cl.base_url(probe.url)
-    res = SweepResult()
+    res = SweepResult(warnings=list(notes))
     stop = _Stop()
     loop = asyncio.get_running_loop()
 
@@ -583,6 +592,11 @@ async def _sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None, ou
                 prompts, ptoks = await calibrate(http, base, probe.model, opts.input_len, opts.seed, res.warnings)
             except httpx.HTTPError as e:
                 raise ServerError(cl.describe_error(e, cl.join(base, "/v1/completions"), t)) from None
+            ctx = probe.max_model_len
+            if ctx and ptoks and ptoks + opts.output_len > ctx:  # no load is sent: nothing would fit
+                raise KbError(f"prompts of {ptoks} tokens (the fewest near --input-len {opts.input_len}) + output "
+                              f"{opts.output_len} = {ptoks + opts.output_len} tokens exceed the server's context of "
+                              f"{ctx} tokens (max_model_len)")
             res.prompt_words, res.prompt_tokens = len(prompts.words), ptoks
             if out:
                 out.parent.mkdir(parents=True, exist_ok=True)
@@ -656,9 +670,7 @@ def ssl_context():
         return ssl.create_default_context()
 
 
-def check_lengths(probe: ProbeResult, opts: SweepOptions) -> None:
-    if opts.input_len < 1 or opts.output_len < 1:
-        raise ServerError("--input-len and --output-len must be at least 1")
+def check_levels(opts: SweepOptions) -> None:
     if opts.rate:
         if not opts.levels or any(not (0 < r <= 10_000) for r in opts.levels):
             raise ServerError("--rate needs request rates above 0 and at most 10000 req/s, e.g. 0.5,1,2,4")
@@ -666,17 +678,57 @@ def check_lengths(probe: ProbeResult, opts: SweepOptions) -> None:
         raise ServerError("--concurrency needs positive levels, e.g. 1,8,32,128")
     elif max(opts.levels) > 4096:
         raise ServerError("--concurrency above 4096 is not supported")
-    ctx = probe.max_model_len
-    if ctx and opts.input_len + opts.output_len > ctx:
-        raise ServerError(f"input {opts.input_len} + output {opts.output_len} tokens exceed the server's context "
-                          f"length {ctx}")
+
+
+def fit_lengths(opts: SweepOptions, ctx: int | None) -> tuple[SweepOptions, str | None]:
+    """The prompt and output lengths to send, within the server's context `ctx` (its
+    max_model_len; None when unknown): lengths the user gave are kept, or refused when they
+    cannot fit (before any load is sent: vLLM answers HTTP 400 to a prompt longer than the
+    context and silently shortens the output of one that fits without its max_tokens,
+    sglang refuses both); a default is fitted into what is left, and the note says so."""
+    given_in, given_out = opts.input_len, opts.output_len
+    if (given_in is not None and given_in < 1) or (given_out is not None and given_out < 1):
+        raise KbError("--input-len and --output-len must be at least 1")
+    if given_in is not None and given_out is not None:
+        if ctx and given_in + given_out > ctx:
+            raise KbError(f"--input-len {given_in} + --output-len {given_out} = {given_in + given_out} tokens do not "
+                          f"fit the server's context of {ctx} tokens (max_model_len): give lengths that sum to at "
+                          f"most {ctx}")
+        return opts, None
+    if given_in is not None or given_out is not None:  # one given: the default takes what is left
+        given = given_in if given_in is not None else given_out
+        name = "--input-len" if given_in is not None else "--output-len"
+        default = DEFAULT_OUTPUT_LEN if given_in is not None else DEFAULT_INPUT_LEN
+        room = ctx - given if ctx else default
+        if room < 1:
+            raise KbError(f"{name} {given} tokens leave no room in the server's context of {ctx} tokens "
+                          f"(max_model_len): give at most {ctx - 1}")
+        other = min(default, room)
+        fitted = replace(opts, input_len=given if given_in is not None else other,
+                         output_len=other if given_in is not None else given)
+        what = "output" if given_in is not None else "input"
+        note = (f"the server's context is {ctx} tokens (max_model_len): {what} length {other} tokens, not the default "
+                f"{default}, beside {name} {given}") if other < default else None
+        return fitted, note
+    if not ctx or DEFAULT_INPUT_LEN + DEFAULT_OUTPUT_LEN <= ctx:
+        return replace(opts, input_len=DEFAULT_INPUT_LEN, output_len=DEFAULT_OUTPUT_LEN), None
+    if ctx < 2:
+        raise KbError(f"the server's context of {ctx} tokens (max_model_len) holds no prompt and output")
+    inp = ctx // 2  # the defaults' one-to-one split
+    out = ctx - inp
+    return replace(opts, input_len=inp, output_len=out), (
+        f"the server's context is {ctx} tokens (max_model_len): input {inp} + output {out} tokens instead of the "
+        f"default {DEFAULT_INPUT_LEN} + {DEFAULT_OUTPUT_LEN} (--input-len and --output-len set them)")
 
 
 def sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None = None, out: Path | None = None,
           on_level: Callable[[dict], None] | None = None) -> SweepResult:
     """Run the levels in order; stops at the first level the server cannot serve."""
-    check_lengths(probe, opts)
-    return asyncio.run(_sweep(probe, opts, api_key, out, on_level))
+    check_levels(opts)
+    opts, note = fit_lengths(opts, probe.max_model_len)
+    res = asyncio.run(_sweep(probe, opts, api_key, out, on_level, [note] if note else []))
+    res.input_len, res.output_len = opts.input_len, opts.output_len
+    return res
 
 
 def sweep_find_max(probe: ProbeResult, opts: SweepOptions, ceiling: float, api_key: str | None = None,
@@ -688,8 +740,9 @@ def sweep_find_max(probe: ProbeResult, opts: SweepOptions, ceiling: float, api_k
 
     from kb.live import slo
 
-    check_lengths(probe, replace(opts, levels=[opts.levels[0], ceiling]))
-    res = SweepResult()
+    check_levels(replace(opts, levels=[opts.levels[0], ceiling]))
+    opts, note = fit_lengths(opts, probe.max_model_len)  # once: every level below runs these lengths
+    res = SweepResult(warnings=[note] if note else [], input_len=opts.input_len, output_len=opts.output_len)
     if out:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text("")

@@ -86,7 +86,8 @@ def test_bad_options_are_one_line(kb_live):
         proc = kb_live("sweep", srv.url, "-c", "1,x", timeout=60)
         _one_line_error(proc, "--concurrency '1,x'")
         proc = kb_live("sweep", srv.url, "-c", "1", "--input-len", "4000", "--output-len", "200", timeout=60)
-        _one_line_error(proc, "exceed the server's context length 4096")
+        _one_line_error(proc, "--input-len 4000 + --output-len 200 = 4200 tokens do not fit the server's context "
+                              "of 4096 tokens")
 
 
 def test_level_time_cap_keeps_finished_levels(kb_live, tmp_path):

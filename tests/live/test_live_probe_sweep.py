@@ -64,6 +64,50 @@ def test_sweep_json_keys(kb_live, vllm8):
     assert level["completed"] == 4 and "kb_metrics" not in level and level["client"]["cpu_s"] >= 0
 
 
+def _posts(server) -> int:
+    """Completions requests the server has answered so far (uvicorn's access log lines)."""
+    return server.log.read_text(errors="replace").count('"POST /v1/completions HTTP/1.1"')
+
+
+def test_default_lengths_fit_the_servers_context(kb_live, vllm8, tmp_path):
+    """The server runs --max-model-len 512. With the defaults (256 + 256) the first counted
+    prompt used to be 256 words, more than 512 tokens with this tokenizer: HTTP 400 before
+    any level. Now `kb sweep` and `kb doctor` run with prompt + output within 512, and every
+    request gets all its output tokens (vLLM would shorten an output that did not fit)."""
+    doc = json.loads(kb_live("sweep", vllm8.url, "-c", "2", "-n", "4", "--json").stdout)
+    assert (doc["input_len"], doc["output_len"]) == (256, 256) and not doc["error"], doc
+    assert 240 <= doc["prompt_tokens"] <= 256  # calibrated to the nearest at or below the input length
+    [level] = doc["levels"]
+    assert level["completed"] == 4 and level["failed"] == 0
+    assert level["total_output_tokens"] == 4 * 256 and level["total_input_tokens"] <= 4 * 256
+
+    proc = kb_live("doctor", vllm8.url, "-c", "2", "-n", "4", "--out", tmp_path / "doctor.jsonl", "--json")
+    assert proc.returncode == 0, proc.stderr
+    [row] = read_jsonl(tmp_path / "doctor.jsonl")
+    assert row["completed"] == 4 and row["total_output_tokens"] == 4 * 256
+
+    # one length given: the default beside it takes what is left of the context, and says so
+    doc = json.loads(kb_live("sweep", vllm8.url, "-c", "2", "-n", "4", "--output-len", "400", "--json").stdout)
+    assert (doc["input_len"], doc["output_len"]) == (112, 400), doc
+    assert any("context is 512 tokens (max_model_len): input length 112 tokens, not the default 256" in w
+               for w in doc["warnings"]), doc["warnings"]
+    assert doc["levels"][0]["total_output_tokens"] == 4 * 400 and doc["prompt_tokens"] <= 112
+
+
+def test_lengths_that_cannot_fit_stop_before_any_load(kb_live, vllm8, tmp_path):
+    before = _posts(vllm8)
+    for command in ("sweep", "doctor"):
+        out = tmp_path / f"{command}.jsonl"
+        proc = kb_live(command, vllm8.url, "--input-len", "400", "--output-len", "200", "--out", out)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+        assert lines[0] == ("kb: error: --input-len 400 + --output-len 200 = 600 tokens do not fit the server's "
+                            "context of 512 tokens (max_model_len): give lengths that sum to at most 512")
+        assert not out.exists()
+    time.sleep(0.5)  # an access-log line would be written as the request is answered
+    assert _posts(vllm8) == before  # not one request sent, not even to count prompt tokens
+
+
 def test_ctrl_c_keeps_finished_levels(vllm8, tmp_path):
     out = tmp_path / "sweep.jsonl"
     proc = sweep_until_first_level(vllm8.url, out, {"KB_HOME": str(tmp_path / "home")})  # Ctrl-C lands in level 64
