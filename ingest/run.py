@@ -351,6 +351,8 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
         ev.launch_argv = _argv(cmd) if any(cmd is c for c in full) else []
         ev.launch_env = dict(cmd.env)
     ev.server_args = args
+    ev.server_args_complete = bool(cmd) or any(t.server_args for t in ev.traces) \
+        or any(_all_args(r) for r in ev.bench)
     ev.model_path = (cmd.model if cmd else None) or args.get("model_path") or args.get("model") \
         or next((r.model for r in ev.bench if r.model), None)
     if explicit_model:
@@ -368,6 +370,14 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
         ev.hardware = hw
     elif found:
         ev.hardware = merge_hardware(found)
+
+
+def _all_args(r: BenchRun) -> bool:
+    """Whether a benchmark's server_info holds every launch argument: sglang's
+    /server_info does; a kb sweep of vLLM holds only the few the probe read (vLLM
+    publishes no endpoint with its arguments)."""
+    args = {k: v for k, v in r.server_args.items() if k != "bench"}
+    return bool(args) and not (r.tool == "kb-sweep" and args.get("engine") == "vllm")
 
 
 def _engine_from_bench(runs: list[BenchRun]) -> str | None:

@@ -31,6 +31,7 @@ class RunEvidence(BaseModel):
     hardware: Hardware | None = None
     server_args: dict = Field(default_factory=dict)  # normalised: keys like "max_running_requests"
     server_args_source: str | None = None
+    server_args_complete: bool = False  # all of the server's launch arguments are known (not a few probed ones)
     launch_argv: list[str] = Field(default_factory=list)  # the launch command in use, when known
     launch_env: dict[str, str] = Field(default_factory=dict)
     files: list[dict] = Field(default_factory=list)  # {"path", "kind", "yielded"} / {"path", "skipped"}

@@ -145,13 +145,14 @@ class Current:
 
 def current(ev, engine: str, catalog: Catalog) -> Current:
     """The running server's launch command: the one given, else one rebuilt from the
-    server's arguments (a server_info or log dump has them all), else kb's flags on
-    MODEL, marked as needing the rest of the user's command."""
+    server's arguments when a dump holds them all (sglang's server_info, a server log),
+    else kb's changes on what is known (MODEL when the model is not), marked as needing
+    the rest of the user's command."""
     if ev.launch_argv:
         return Current(list(ev.launch_argv))
     model = known_model(ev)
     argv = base_argv(engine, catalog, ev.server_args, model or MODEL)
-    if model and ev.server_args:
+    if model and ev.server_args_complete:
         return Current(argv)
     rest = "add the rest of your launch command"
     return Current(argv, rest if model else f"{MODEL}: your model; {rest}")

@@ -349,3 +349,31 @@ def test_calibration_never_sends_a_prompt_longer_than_the_context():
     prompts, tokens = asyncio.run(run())
     assert max(sent) <= ctx, sent
     assert tokens == 253 and len(prompts.words) == 63  # 1 + 4 × 63; 64 words are 257 tokens
+
+
+def test_a_vllm_sweep_alone_gives_commands_marked_as_needing_the_rest_of_the_launch(tmp_path):
+    """vLLM publishes no endpoint with its launch arguments: a sweep's server_info holds the
+    few the probe read (model, max_model_len). A command rebuilt from them would start a
+    different server (no --load-format, --tensor-parallel-size, ...), so it is marked; with
+    the server log (its 'non-default args' line) the command is whole."""
+    from ingest.run import read_run
+    from kb.flags import catalog
+    from kb.launchcmd import current
+
+    f = tmp_path / "sweep.jsonl"
+    f.write_text(json.dumps(_row(8, (8, 8, 8, 8), (3, 8, 8, 7))) + "\n")
+    ev = read_run([f])
+    assert ev.model_path == "/m" and not ev.server_args_complete
+    base = current(ev, "vllm", catalog("vllm", "0.32.0"))
+    assert base.argv[:3] == ["vllm", "serve", "/m"]
+    assert base.command(base.argv).endswith("  # add the rest of your launch command")
+
+    log = tmp_path / "server.log"
+    # vLLM 0.32.0's start-up line, as the live tests' server writes it (its model path shortened to /m)
+    log.write_text("(APIServer pid=13126) INFO 12-01 15:11:51 [api_utils.py:286] non-default args: {'host': "
+                   "'127.0.0.1', 'port': 53543, 'model': '/m', 'max_model_len': 512, 'load_format': 'dummy', "
+                   "'max_num_seqs': 8}\n")
+    ev = read_run([f, log])
+    assert ev.server_args_complete
+    base = current(ev, "vllm", catalog("vllm", "0.32.0"))
+    assert "#" not in base.command(base.argv) and "--load-format dummy" in base.command(base.argv)
