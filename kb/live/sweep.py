@@ -736,8 +736,6 @@ def sweep_find_max(probe: ProbeResult, opts: SweepOptions, ceiling: float, api_k
     """The highest level (concurrency, or request rate with opts.rate) whose level meets
     opts.slo, by doubling from opts.levels[0] and bisecting (kb.live.slo.find_max).
     Returns (FindMax, SweepResult with every level run, in the order run)."""
-    from dataclasses import replace
-
     from kb.live import slo
 
     check_levels(replace(opts, levels=[opts.levels[0], ceiling]))
