@@ -52,17 +52,6 @@ def _signals(doc):
     return {s["id"]: s for s in doc["diagnosis"]["signals"]}
 
 
-def _knee(kb_live, runs):
-    """The knee (inf: none) and the curve of the median of several sweeps per level."""
-    proc = kb_live("diagnose", *runs, "--json")
-    assert proc.returncode == 0, proc.stderr
-    diag = json.loads(proc.stdout)
-    assert all(p["runs"] == len(runs) for p in diag["curve"])
-    plateau = next((s for s in diag["signals"] if s["id"] == "throughput-plateau"), None)
-    curve = {int(p["level"]): round(p["throughput"]) for p in diag["curve"]}
-    return (plateau["data"]["knee"] if plateau else float("inf")), curve
-
-
 def _cap_recommendation(doc):
     return next((r for r in doc["diagnosis"]["recommendations"] if r["fix_class"] == "max-running-requests"), None)
 
@@ -123,6 +112,13 @@ def test_the_server_log_shows_the_cap_too(kb_live, vllm8, tmp_path):
 
 
 def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, doctor8, server_factory, tmp_path):
+    """The server restarted with the recommended --max-num-seqs: no cap signal, no cap
+    recommendation, and the knee of the concurrency it actually serves (vLLM's
+    num_requests_running, sampled within each level) moves from the old cap of 8 to the
+    offered load. That knee is the server's own and holds on any machine; the throughput
+    curve is printed, not asserted: on this shared 2-core machine it follows whatever else
+    runs (under a load average of 21 the capped server's median curve rose 179 → 2,666 tok/s
+    from 1 to 32, through its cap). Speed comparisons belong to benchmarks/."""
     rec = _cap_recommendation(doctor8[0])
     assert rec is not None, doctor8[0]["diagnosis"]["recommendations"]
     new = int(rec["flags"][0]["new"])
@@ -134,19 +130,17 @@ def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, docto
     sig = _signals(doc)
     assert "running-cap-with-queue" not in sig, sig.get("running-cap-with-queue")
     assert _cap_recommendation(doc) is None
-    top = read_jsonl(out)[-1]
-    assert max(s["running"] for s in top["kb_metrics"]["samples"]) > 8  # more than the old cap run at once
-    # The knees: medians of three sweeps per server, the two servers swept in turn so that
-    # whatever else runs on this small machine weighs on both curves alike.
-    before, after = [], [out]
-    for i in range(5):
-        url, runs = (vllm8.url, before) if i % 2 == 0 else (server.url, after)
-        runs.append(tmp_path / f"sweep{i}.jsonl")
-        proc = kb_live("sweep", url, *SWEEP, "--out", runs[-1])
-        assert proc.returncode == 0, proc.stderr
-    (k0, c0), (k1, c1) = _knee(kb_live, before), _knee(kb_live, after)
-    print(f"\nknee with --max-num-seqs 8: {k0} {c0}; with {new}: {k1} {c1}")
-    assert k1 > k0, {"max-num-seqs 8": (k0, c0), f"max-num-seqs {new}": (k1, c1)}
+    before, after = _served(doctor8[1]), _served(out)
+    print(f"\nserved (max running) and total tok/s per level, --max-num-seqs 8: {before}; {new}: {after}")
+    assert before[16][0] == before[32][0] == 8, before  # pinned at the cap while twice and four times as many wait
+    assert after[16][0] > 8 and after[32][0] > 8, after  # the load past the old cap now runs at once
+
+
+def _served(path) -> dict[int, tuple[int, int]]:
+    """Per offered concurrency: the most requests the server ran at once (its /metrics
+    gauge, sampled during the level) and the level's total throughput (tok/s)."""
+    return {r["max_concurrency"]: (max(s["running"] for s in r["kb_metrics"]["samples"]), round(r["total_throughput"]))
+            for r in read_jsonl(path)}
 
 
 def test_server_dies_mid_sweep(tmp_path, server_factory):
