@@ -24,6 +24,7 @@ from typing import Callable
 from kb.errors import InputError, KbError
 from kb.evidence import RunEvidence
 from kb.records import BenchRun
+from kb.units import sig3  # the columns name the unit: three figures, as every gain is shown
 
 LENGTH_TOLERANCE = 0.05  # mean input/output lengths within 5% count as the same workload
 DEFAULT_NOISE = 0.03  # the band for a level without repeats; --noise changes it
@@ -310,10 +311,6 @@ def compare(runs: list[list[Path]], default_noise: float = DEFAULT_NOISE) -> Com
 # ------------------------------------------------------------------ text
 
 
-def _num(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:,.2f}"
-
-
 def table(c: Comparison, fail_pct: float | None = None) -> str:
     out = [f"kb compare — baseline: {c.baseline.name}"]
     out.append(f"  noise band: ±{c.default_noise:.0%} where a level has a single run per side; "
@@ -328,7 +325,7 @@ def table(c: Comparison, fail_pct: float | None = None) -> str:
                 band, src = cell.noise
                 d = cell.delta
                 out.append(f"  {row.level if i == 0 else '':<34} {cell.metric.label + ' ' + cell.metric.unit:<24} "
-                           f"{_num(cell.base_median):>10} {_num(cell.median):>10} "
+                           f"{sig3(cell.base_median):>10} {sig3(cell.median):>10} "
                            f"{(f'{d:+.1%}' if d is not None else '-'):>8} "
                            f"{'±' + format(band, '.1%') + ('' if src == 'repeats' else '*'):>7} "
                            f"{len(cell.base)}/{len(cell.value):<3} {cell.spreads():>13}  {cell.verdict}")
