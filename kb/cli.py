@@ -255,8 +255,10 @@ def diagnose(paths: Optional[List[Path]] = _PATHS, config: Optional[str] = _CONF
         return
     _check_engine(engine)
     ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
+    from kb.search import searcher
+
     store = _store()
-    d = run_diagnose(ev, store.read(_loader(), kbindex.all_records), th)
+    d = store.read(_loader(), lambda idx: run_diagnose(ev, kbindex.all_records(idx), th, searcher(idx)))
     typer.echo(json.dumps(d.to_json(), indent=2, default=str) if as_json else report(d))
 
 

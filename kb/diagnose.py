@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kb.evidence import RunEvidence
 from kb.flags import Catalog, catalog
+from kb.match import Match, Search, match_all
 from kb.records import Finding, Recommendation, Signal
 from kb.render import file_line, signal_lines
 
@@ -19,6 +20,7 @@ class Diagnosis:
     recommendations: list[Recommendation]
     combined: str | None
     warnings: list[str] = field(default_factory=list)
+    matches: list[Match] = field(default_factory=list)  # every finding checked, for --why
 
     def to_json(self) -> dict:
         ev = self.ev
@@ -35,23 +37,28 @@ class Diagnosis:
         }
 
 
-def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None = None) -> Diagnosis:
+def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None = None,
+             search: Search | None = None) -> Diagnosis:
+    """Signals, the computed rules and every finding whose conditions hold, ranked.
+    `search` (text → [(finding, score)], the index `kb ask` uses) gives text similarity."""
     from kb.recommend import combined_command, recommend
     from kb.signals import detect
 
     signals = detect(ev, thresholds)
     warnings = list(ev.warnings)
     engine = ev.engine
+    cat = None
     if not engine:
-        warnings.append("engine unknown (no launch command, server log or --engine): no commands can be written")
-        return Diagnosis(ev, None, None, signals, [], None, warnings)
-    cat = catalog(engine, ev.engine_version, flags=[w.split("=", 1)[0] for w in ev.launch_argv if w.startswith("--")])
-    if cat.note():
-        warnings.append(cat.note())
-    elif not ev.engine_version:
-        warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
-    recs = recommend(ev, signals, engine, cat, findings, warnings)
-    return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings)
+        warnings.append("engine unknown (no launch command, server log or --engine): no launch command can be written")
+    else:
+        cat = catalog(engine, ev.engine_version, flags=[w.split("=", 1)[0] for w in ev.launch_argv if w.startswith("--")])
+        if cat.note():
+            warnings.append(cat.note())
+        elif not ev.engine_version:
+            warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
+    matches = match_all(ev, engine, cat, signals, findings, search)
+    recs = recommend(ev, signals, engine, cat, findings, warnings, matches)
+    return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings, matches)
 
 
 # ------------------------------------------------------------------ text report

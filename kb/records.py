@@ -374,3 +374,7 @@ class Recommendation(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     findings: list[CitedFinding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # what backs it: "symptom" (a signal or a matched log line / phrase), "text" (the run's
+    # words resemble a finding's), "context" (facts of the setup alone), "reminder" (a check)
+    basis: str = "symptom"
+    matched: list[str] = Field(default_factory=list)  # findings' conditions that held, "id: key: value"
