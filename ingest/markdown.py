@@ -383,6 +383,17 @@ def log_message(line: str) -> str:
     return _LOG_PREFIX.sub("", line, count=1).strip()
 
 
+_VARYING = re.compile(r"\S*(?:/|=|\d{2,})\S*")
+
+
+def _stable_part(msg: str, least: int = 20) -> str:
+    """The message up to its first run-specific word (a path, a `key=value`, a number
+    of two digits or more), so the same warning matches in another run."""
+    m = _VARYING.search(msg)
+    head = msg[: m.start()].rstrip(" :,([") if m else msg
+    return head if len(head) >= least else msg
+
+
 def _quoted_logs(texts: list[str], blocks: list[str]) -> list[Condition]:
     """Log lines a free-form note quotes (a warning in a code block or in quotes):
     `log` conditions, so a run that prints the same line matches the note."""
@@ -392,7 +403,7 @@ def _quoted_logs(texts: list[str], blocks: list[str]) -> list[Condition]:
     for block in blocks:
         for ln in block.splitlines():
             if _LOG_LEVEL.search(ln):
-                msg = log_message(ln)
+                msg = _stable_part(log_message(ln))
                 if len(msg) >= 12 and msg not in found:
                     found.append(msg[:300])
     for t in texts:

@@ -176,12 +176,19 @@ _QUOTE_IN_TEXT = re.compile(r'"([^"]{12,300})"|`([^`]{12,300})`')
 _MOE_FAMILIES = {"deepseek", "kimi", "qwen3-moe", "mixtral", "gpt-oss", "minimax"}
 
 
+_SAYS_LOG = re.compile(r"\b(?:logs?|prints?|printed|warns?|warning|error|message|says|shows?|reports?)\b[^\"`]{0,40}$", re.I)
+
+
 def quoted_log_lines(text: str) -> list[str]:
-    """Texts quoted in prose that read like a log line (a warning, an error), not a command."""
+    """Texts quoted in prose that read like a log line (a warning, an error; or any quote
+    the prose introduces as what a log prints), not a command."""
     out = []
-    for m in _QUOTE_IN_TEXT.finditer(text or ""):
+    text = text or ""
+    for m in _QUOTE_IN_TEXT.finditer(text):
         q = (m.group(1) or m.group(2)).strip()
-        if q.startswith(("-", "$", "python", "vllm ", "sglang ", "export ", "nvidia-smi")) or not _LOG_WORDS.search(q):
+        said = bool(_SAYS_LOG.search(text[max(0, m.start() - 60):m.start()]))
+        if q.startswith(("-", "$", "python", "vllm ", "sglang ", "export ", "nvidia-smi")) or not (
+                said or _LOG_WORDS.search(q)):
             continue
         if q not in out:
             out.append(q)

@@ -70,6 +70,8 @@ def flags_of(f: Finding) -> list[FixFlag]:
     fix = f.fix or ""
     for m in INLINE.finditer(fix):
         code = m.group(1).strip()
+        if not (code.startswith("--") or LAUNCH.search(code)):
+            continue  # a script or another program's options, not the server's
         remove = bool(REMOVE_BEFORE.search(fix[max(0, m.start() - 40):m.start()]))
         for flag, value in _pairs(_words(code)):
             if flag not in IDENTITY:

@@ -106,6 +106,16 @@ class Facts:
             known = known or value is not None
         return known, value, flag
 
+    def family(self) -> str | None:
+        """The model family from config.json, else as the served path or the prose names it."""
+        from kb.vocab import model_in
+
+        m = self.ev.model
+        if m and m.family:
+            return m.family
+        named = model_in(self.ev.model_path or "") if self.ev.model_path else None
+        return (named[1] if named else None) or self.ev.text_context.get("model_family")
+
     def default(self, flag: str | None):
         if not flag or not self.catalog:
             return None
@@ -139,7 +149,7 @@ def _names_check(names: tuple[str, ...], value: str | None, what: str) -> tuple[
 
 def _model_traits(p: cond.Parsed, f: Facts) -> tuple[str, str]:
     m = f.ev.model
-    family = (m.family if m else None) or f.ev.text_context.get("model_family")
+    family = f.family()
     states, said = [], []
     for t in p.names:
         if t in ("moe", "dense"):
@@ -236,8 +246,7 @@ def check(c: Condition, f: Facts) -> Check:
     if k == "model":
         return Check(c, *_model_traits(p, f))
     if k == "model family":
-        return Check(c, *_names_check(p.names, (m.family if m else None) or ev.text_context.get("model_family"),
-                                      "model family"))
+        return Check(c, *_names_check(p.names, f.family(), "model family"))
     if k == "experts":
         value = (m.experts if m.is_moe else 0) if m else None
         return Check(c, *_num_check(p, value, "routed experts"))

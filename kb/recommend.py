@@ -170,6 +170,8 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
                                              ev.launch_env))
     elif fixflags.flags_of(f):
         notes.append("engine unknown: the finding's flags are not checked against a version")
+    if not flags:  # nothing to diff: the finding's own launch command, as written
+        commands += [c for c in f.commands if launchcmd_like(c)][:1]
     commands += fixflags.extra_commands(f)
     basis = _basis(m)
     close = m.closeness >= COVERS
@@ -209,8 +211,16 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
 
 
+def _opposite(r: Recommendation, fr: Recommendation) -> bool:
+    """One removes a flag the other sets."""
+    a = {x.flag: x.new is None for x in r.flags}
+    return any(x.flag in a and a[x.flag] != (x.new is None) for x in fr.flags)
+
+
 def _same_change(r: Recommendation, fr: Recommendation, f: Finding) -> bool:
-    if r.fix_class in f.fix_classes[:2]:
+    if _opposite(r, fr):
+        return False
+    if r.fix_class in f.fix_classes[:2] and r.fix_class != "unclassified":
         return True
     return bool({x.flag for x in r.flags if x.new is not None} & {x.flag for x in fr.flags if x.new is not None})
 
