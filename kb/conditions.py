@@ -37,7 +37,7 @@ class Parsed:
     key: str
     names: tuple[str, ...] = ()  # any-of names (engine, gpu, arch, family, quantization, signal); all-of traits
     compare: tuple[tuple[str, float], ...] = ()  # numeric comparisons, all must hold
-    versions: tuple[tuple[str, str], ...] = ()  # engine version comparisons
+    versions: tuple[tuple[str, str, str], ...] = ()  # (engine, comparison, version), all must hold
     setting: str | None = None  # canonical setting name, e.g. max-running-requests
     op: str | None = None  # present, absent, <, <=, >, >=, =, !=
     operand: str | None = None
@@ -78,19 +78,30 @@ def _compare(key: str, value: str) -> tuple[tuple[str, float], ...]:
 
 
 def _engine(value: str) -> Parsed:
-    m = re.search(r"[<>=!]|\bv?\d", value)
-    names_part, ver_part = (value[: m.start()], value[m.start():]) if m else (value, "")
-    names = tuple(n.strip().lower() for n in names_part.replace(" ", ",").split(",") if n.strip())
-    if not names or any(n not in ENGINES for n in names):
-        raise ValueError(f"engine: expected sglang, vllm or trtllm (comma-separated), optionally followed by a "
-                         f"version range like >=0.5.0,<0.5.10; got {value!r}")
-    versions = []
-    for part in [p.strip() for p in ver_part.split(",") if p.strip()]:
+    """`sglang`, `vllm, sglang`, `sglang >=0.5.0,<0.5.10`, or a range per engine:
+    `vllm >=0.10.2, sglang >=0.5.8` (comparisons belong to the engine named before them)."""
+    names: list[str] = []
+    versions: list[tuple[str, str, str]] = []
+    for part in [p.strip() for p in value.split(",") if p.strip()]:
+        m = re.match(r"^([A-Za-z][\w-]*)\s*(.*)$", part)
+        if m and not re.match(r"^v?\d", part):
+            name, rest = m.group(1).lower(), m.group(2).strip()
+            if name not in ENGINES:
+                raise ValueError(f"engine: expected sglang, vllm or trtllm (comma-separated), each optionally "
+                                 f"followed by a version range like >=0.5.0,<0.5.10; got {part!r}")
+            names.append(name)
+            part = rest
+            if not part:
+                continue
+        if not names:
+            raise ValueError(f"engine: expected an engine name before the version range, got {value!r}")
         vm = _VERSION.match(part.replace(" ", ""))
         if not vm:
             raise ValueError(f"engine: expected version comparisons like >=0.5.0,<0.5.10, got {part!r}")
-        versions.append(("==" if vm.group(1) in (None, "=") else vm.group(1), vm.group(2)))
-    return Parsed("engine", names=names, versions=tuple(versions))
+        versions.append((names[-1], "==" if vm.group(1) in (None, "=") else vm.group(1), vm.group(2)))
+    if not names:
+        raise ValueError(f"engine: expected sglang, vllm or trtllm, got {value!r}")
+    return Parsed("engine", names=tuple(names), versions=tuple(versions))
 
 
 def _setting(value: str) -> Parsed:

@@ -67,6 +67,17 @@ class Match:
         return [c for c in self.checks if not c.evidence and c.state == HELD and not c.condition.inferred]
 
     @property
+    def specific_held(self) -> list[Check]:
+        """Held context conditions that narrow the setup: not the engine (most findings name
+        one) and not a setting's absence (almost every run lacks almost every flag)."""
+        return [c for c in self.context_held if c.condition.key != "engine"
+                and not (c.condition.key == "setting" and cond.parse("setting", c.condition.value).op == "absent")]
+
+    @property
+    def evidence_written(self) -> bool:
+        return any(c.evidence and not c.condition.inferred for c in self.checks)
+
+    @property
     def context_written(self) -> list[Check]:
         return [c for c in self.checks if not c.evidence and not c.condition.inferred]
 
@@ -223,11 +234,12 @@ def check(c: Condition, f: Facts) -> Check:
             return Check(c, UNKNOWN, "engine unknown")
         if "any" not in p.names and f.engine not in p.names:
             return Check(c, FAILED, f"engine {f.engine}")
-        if not p.versions:
+        ranges = [(op, v) for eng, op, v in p.versions if eng == f.engine]
+        if not ranges:
             return Check(c, HELD, f"engine {f.engine}")
         if not ev.engine_version:
             return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
-        ok = all(_cmp(_vkey(ev.engine_version), op, _vkey(v)) for op, v in p.versions)
+        ok = all(_cmp(_vkey(ev.engine_version), op, _vkey(v)) for op, v in ranges)
         return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")
     if k == "gpu":
         if not hw:

@@ -135,14 +135,16 @@ MAX_FROM_FINDINGS = 6  # finding-only proposals per run: past these, the rest ar
 
 def select(matches: list[Match]) -> list[Match]:
     """Matches that make a proposal: a matched symptom; or words close to the finding's;
-    or every stated context condition held (at least two)."""
+    or a context check: every written context condition held, two or more of them
+    specific (three when the finding also names a symptom this run does not show)."""
     out = []
     for m in matches:
         f = m.finding
         if m.excluded or f.kind != "finding" or not f.fix_classes or not (f.fix or f.commands):
             continue
-        held, written = len(m.context_held), len(m.context_written)
-        if m.hits or m.text >= TEXT_MIN or (held >= 2 and held == written):
+        specific = len(m.specific_held)
+        context = len(m.context_held) == len(m.context_written) and specific >= (3 if m.evidence_written else 2)
+        if m.hits or m.text >= TEXT_MIN or context:
             out.append(m)
     return out[:MAX_FROM_FINDINGS] if len(out) > MAX_FROM_FINDINGS else out
 

@@ -38,7 +38,9 @@ def test_conditions_and_measured_on_are_read():
     assert f.measured_on == "sglang 0.5.8; default changed in 0.5.10"
     assert not any(c.inferred for c in f.applies_when)
     p = conditions.parse("engine", "sglang >=0.5.0,<0.5.10")
-    assert p.names == ("sglang",) and p.versions == ((">=", "0.5.0"), ("<", "0.5.10"))
+    assert p.names == ("sglang",) and p.versions == (("sglang", ">=", "0.5.0"), ("sglang", "<", "0.5.10"))
+    both = conditions.parse("engine", "vllm >=0.10.2, sglang >=0.5.8")
+    assert both.names == ("vllm", "sglang") and both.versions == (("vllm", ">=", "0.10.2"), ("sglang", ">=", "0.5.8"))
     assert conditions.parse("params", "<30B").compare == (("<", 30.0),)
     s = conditions.parse("setting", "attention-backend = triton")
     assert (s.setting, s.op, s.operand) == ("attention-backend", "=", "triton")
