@@ -307,6 +307,10 @@ def _setting_check(c: Condition, p: cond.Parsed, f: Facts) -> Check:
     if value is None:
         value = f.default(flag)
         if value is None:
+            # the launch is known and does not set it: "> n", ">= n" or "= v" asks for a value
+            # someone set, so it fails; "< n" or "!= v" may hold for the start-up choice
+            if p.op in (">", ">=", "="):
+                return Check(c, FAILED, f"{shown} not set (its default is decided at start-up)")
             return Check(c, UNKNOWN, f"{shown} not set, and its default is decided at start-up")
     if p.op in ("=", "!="):
         same = str(value).lower() == p.operand.lower() or (value is True and p.operand.lower() in ("true", "on"))

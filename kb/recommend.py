@@ -222,7 +222,7 @@ def _opposite(r: Recommendation, fr: Recommendation) -> bool:
 def _same_change(r: Recommendation, fr: Recommendation, f: Finding) -> bool:
     if _opposite(r, fr):
         return False
-    if r.fix_class in f.fix_classes[:2] and r.fix_class != "unclassified":
+    if f.fix_classes and r.fix_class == f.fix_classes[0] and r.fix_class != "unclassified":
         return True
     return bool({x.flag for x in r.flags if x.new is not None} & {x.flag for x in fr.flags if x.new is not None})
 

@@ -138,3 +138,16 @@ def test_condition_check_states_directly():
     assert check(Condition(key="gpu arch", value="SM90"), facts).state == "unknown"
     assert check(Condition(key="signal", value="throughput-plateau"), facts).state == "unknown"
     assert check(Condition(key="setting", value="max-num-seqs <256"), facts).state == "unknown"
+
+
+def test_unset_setting_fails_a_comparison_that_asks_for_a_set_value():
+    from kb.evidence import RunEvidence
+    from kb.match import Facts
+
+    ev = RunEvidence(engine="sglang", engine_version="0.5.8", server_args={"tp_size": 8},
+                     launch_argv=["python", "-m", "sglang.launch_server", "--tp-size", "8"])
+    facts = Facts.of(ev, "sglang", catalog("sglang", "0.5.8"), [])
+    assert check(Condition(key="setting", value="speculative-eagle-topk >1"), facts).state == "failed"
+    assert check(Condition(key="setting", value="tp-size >=8"), facts).state == "held"
+    assert check(Condition(key="setting", value="tensor-parallel-size >=8"), facts).state == "held"  # vLLM's name
+    assert check(Condition(key="setting", value="enable-dp-attention absent"), facts).state == "held"
