@@ -408,8 +408,9 @@ def _quoted_logs(texts: list[str], blocks: list[str]) -> list[Condition]:
                     found.append(msg[:300])
     for t in texts:
         found += [q for q in quoted_log_lines(t) if q not in found]
-    return [Condition(key="log", value=f'"{q.replace(chr(34), chr(39))}"', inferred=True)
-            for q in found[:MAX_INFERRED_LOGS]]
+    from kb.conditions import log_condition
+
+    return [log_condition(q) for q in found[:MAX_INFERRED_LOGS]]
 
 
 def _slug(text: str, limit: int = 48) -> str:

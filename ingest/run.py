@@ -372,26 +372,30 @@ def _with_stdin(paths: list[Path], config, gpu, engine, launch, since) -> RunEvi
 
 
 def _from_prose(ev: RunEvidence) -> None:
-    """What prose says fills only what no file or option stated: the engine (when one
-    is named), its version, the GPUs; model traits are kept apart for findings' conditions."""
-    prose = [t for t in ev.text if t.kind == "prose"]
-    if not prose:
-        return
-    from ingest.textevidence import context_of
+    """What the text says fills only what no file or option stated: the engine (when one
+    is named), its version, the GPUs (when their count is said too); model traits and the
+    GPU name are kept apart for findings' conditions. Prose counts whole; of a log, only a
+    short one (a pasted excerpt), since a long log names things in passing."""
+    from ingest.textevidence import MAX_ALL_LINES, context_of
 
-    ctx = context_of(prose)
+    lines = [t for t in ev.text if t.kind == "prose"]
+    if len(ev.text) < MAX_ALL_LINES:
+        lines = ev.text
+    if not lines:
+        return
+    ctx = context_of(lines)
     if not ev.engine and ctx.get("engine") in ("sglang", "vllm"):
         ev.engine = ctx["engine"]
         ev.warnings.append(f"engine {ev.engine} taken from the text evidence")
     if not ev.engine_version and ctx.get("engine_version") and ctx.get("engine") == ev.engine:
         ev.engine_version = ctx["engine_version"]
-    if not ev.hardware and ctx.get("gpu"):
+    count = ctx.get("gpu_count") or ev.tp_size()
+    if not ev.hardware and ctx.get("gpu") and count:
         from ingest.nvidia_smi import hardware_from_string
 
-        hw, _ = hardware_from_string(f"{ctx.get('gpu_count') or 1}x {ctx['gpu']}"
-                                     + (f" {ctx['interconnect']}" if ctx.get("interconnect") else ""))
+        hw, _ = hardware_from_string(f"{count}x {ctx['gpu']}")
         ev.hardware = hw.model_copy(update={"source": "text evidence", "interconnect": ctx.get("interconnect")})
-    ev.text_context = {k: ctx[k] for k in ("model", "model_family", "quantization") if ctx.get(k)}
+    ev.text_context = {k: ctx[k] for k in ("model", "model_family", "quantization", "gpu") if ctx.get(k)}
 
 
 def _norm(key: str) -> str:

@@ -182,28 +182,45 @@ def parse(key: str, value: str) -> Parsed:
 
 # a quoted log text: a warning or error the engine prints (not a flag, not a number)
 _LOG_WORDS = re.compile(r"warn|error|exception|fail|not found|fall(?:ing)? ?back|default|disabled|not supported|"
-                        r"deprecat|out of memory|oom|timeout|retract|preempt|using |cannot|unable|invalid", re.I)
+                        r"deprecat|out of memory|oom|timeout|retract|preempt|using |cannot|unable|invalid|"
+                        r"does not|doesn't|sub-?optimal|degrad|not enough|exceed", re.I)
 _QUOTE_IN_TEXT = re.compile(r'"([^"]{12,300})"|`([^`]{12,300})`')
 _MOE_FAMILIES = {"deepseek", "kimi", "qwen3-moe", "mixtral", "gpt-oss", "minimax"}
 
 
-_SAYS_LOG = re.compile(r"\b(?:logs?|prints?|printed|warns?|warning|error|message|says|shows?|reports?)\b[^\"`]{0,40}$", re.I)
+# a quote the prose introduces as a warning or an error (not any line a log prints: an
+# ordinary start-up line such as "available_gpu_mem=... GB" is no symptom)
+_SAYS_LOG = re.compile(r"\b(?:warns?|warnings?|warned|errors?|errored|complains?|fails? with|raises?)\b[^\"`]{0,40}$", re.I)
 
 
 def quoted_log_lines(text: str) -> list[str]:
-    """Texts quoted in prose that read like a log line (a warning, an error; or any quote
-    the prose introduces as what a log prints), not a command."""
+    """Texts quoted in prose that read like a log line about a problem (a warning, an
+    error; or a quote the prose introduces as one), not a command."""
     out = []
     text = text or ""
     for m in _QUOTE_IN_TEXT.finditer(text):
         q = (m.group(1) or m.group(2)).strip()
         said = bool(_SAYS_LOG.search(text[max(0, m.start() - 60):m.start()]))
         if q.startswith(("-", "$", "python", "vllm ", "sglang ", "export ", "nvidia-smi")) or not (
-                said or _LOG_WORDS.search(q)):
+                said or _LOG_WORDS.search(q)) or len(q.split()) < 4:  # a fragment matches too much
             continue
         if q not in out:
             out.append(q)
     return out
+
+
+_ELLIPSIS = re.compile(r"\s*(?:\.\.\.|…)\s*")
+
+
+def log_condition(quote: str, inferred: bool = True) -> Condition:
+    """A quoted log text as a condition: a literal, or a regex when it carries numbers
+    (they differ between runs)."""
+    # of an elided quote, the longest part: a pasted line is often cut where the quote elides
+    part = max((p for p in _ELLIPSIS.split(quote.strip()) if p), key=len, default=quote.strip())
+    if not re.search(r"\d", part):
+        return Condition(key="log", value='"' + part.replace('"', "'") + '"', inferred=inferred)
+    rx = re.sub(r"\\d\+|\d+", r"\\d+", re.escape(part)).replace("`", ".")
+    return Condition(key="log regex", value=f"`{rx}`", inferred=inferred)
 
 
 def infer(f: Finding) -> list[Condition]:
@@ -218,7 +235,7 @@ def infer(f: Finding) -> list[Condition]:
         out.append(Condition(key="model", value="moe", inferred=True))
     if not any(k in have for k in ("log", "log regex")):
         for q in quoted_log_lines(" ; ".join(f.symptoms)):
-            out.append(Condition(key="log", value=f'"{q}"', inferred=True))
+            out.append(log_condition(q))
     return out
 
 

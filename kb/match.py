@@ -241,13 +241,17 @@ def check(c: Condition, f: Facts) -> Check:
             return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
         ok = all(_cmp(_vkey(ev.engine_version), op, _vkey(v)) for op, v in ranges)
         return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")
+    named = ev.text_context.get("gpu")  # a GPU the text names, its count unsaid
     if k == "gpu":
-        if not hw:
+        gpu = hw.gpu if hw else named
+        if not gpu:
             return Check(c, UNKNOWN, "GPU unknown")
         want = {(lookup_gpu(n).name if lookup_gpu(n) else n).lower() for n in p.names}
-        return Check(c, HELD if hw.gpu.lower() in want else FAILED, f"GPU {hw.gpu}")
+        return Check(c, HELD if gpu.lower() in want else FAILED, f"GPU {gpu}")
     if k == "gpu arch":
-        return Check(c, *_names_check(p.names, hw.arch if hw else None, "architecture"))
+        from kb.hardware import gpu_arch
+
+        return Check(c, *_names_check(p.names, hw.arch if hw else gpu_arch(named), "architecture"))
     if k == "gpu count":
         return Check(c, *_num_check(p, hw.count if hw else None, "GPU count"))
     if k == "interconnect":

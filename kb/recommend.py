@@ -130,7 +130,8 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
 
 TIERS = {"symptom": 0, "text": 1, "context": 2, "reminder": 3}
 TEXT_MIN = 0.5  # text similarity (rank-based, 1.0 for the best hit) for a finding to be proposed on words alone
-MAX_FROM_FINDINGS = 6  # finding-only proposals per run: past these, the rest are noise
+MAX_FROM_FINDINGS = 6
+MAX_CITED = 4  # findings cited by one recommendation  # finding-only proposals per run: past these, the rest are noise
 
 
 def select(matches: list[Match]) -> list[Match]:
@@ -235,9 +236,9 @@ def _merge_into(recs: list[Recommendation], fr: Recommendation, m: Match) -> boo
     if target is None:
         return False
     cited = fr.findings[0]
-    target.findings = [cited] + [c for c in target.findings if c.id != cited.id]
+    target.findings = ([cited] + [c for c in target.findings if c.id != cited.id])[:MAX_CITED]
     target.evidence += fr.evidence
-    target.matched += fr.matched
+    target.matched += fr.matched or [f"{cited.id}: {fr.basis} ({'text similarity' if fr.basis == 'text' else 'context'})"]
     have = {x.flag for x in target.flags}
     for x in fr.flags:
         if x.flag not in have:

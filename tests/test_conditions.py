@@ -92,10 +92,13 @@ After the upgrade the server printed this every few seconds:
 Fixed by `python -m sglang.launch_server --model-path m --disable-overlap-schedule`, throughput 800 -> 1400 tok/s.
 """
     f = next(x for x in parse_findings(text, "notes.md") if "Scheduler" in x.title)
-    logs = [c for c in f.applies_when if c.key == "log"]
+    logs = [c for c in f.applies_when if c.key in ("log", "log regex")]
     assert logs and logs[0].inferred
-    assert conditions.parse("log", logs[0].value).pattern == (
-        "scheduler.py:88: Detected a frozen decode loop, falling back to synchronous mode")
+    p = conditions.parse(logs[0].key, logs[0].value)
+    # the time, level and process prefix are gone; the line number may differ in another run
+    assert p.regex.search("[2026-04-11 08:00:00 TP3] WARNING scheduler.py:91: Detected a frozen decode loop, "
+                          "falling back to synchronous mode")
+    assert not p.regex.search("WARNING scheduler.py:91: Detected a slow decode loop")
 
 
 def test_inferred_conditions_from_context_and_quoted_symptoms():
@@ -104,4 +107,4 @@ def test_inferred_conditions_from_context_and_quoted_symptoms():
         "context": read("  - gpu count: >=4\n").context.model_copy(update={"experts": 256})})
     inferred = [(c.key, c.value) for c in conditions.infer(f)]
     assert ("engine", "sglang") in inferred and ("model", "moe") in inferred
-    assert ("log", '"Using default MoE kernel config for E=257"') in inferred
+    assert ("log regex", r"`Using\ default\ MoE\ kernel\ config\ for\ E=\d+`") in inferred
