@@ -173,7 +173,8 @@ def why(d: Diagnosis, ident: str) -> dict:
     elif m.finding.kind != "finding" or not m.finding.fix_classes:
         verdict = "not recommended: a note without a fix class"
     else:
-        verdict = (f"not recommended: no evidence condition held, text similarity {m.text:.2f} (needs {TEXT_MIN}), "
+        held = "only a signal held, with context conditions unknown" if m.hits else "no evidence condition held"
+        verdict = (f"not recommended: {held}, text similarity {m.text:.2f} (needs {TEXT_MIN}), "
                    f"and not every written context condition held")
     return {"id": m.finding.id, "kind": "finding", "title": m.finding.title, "fix_class": ", ".join(m.finding.fix_classes),
             "recommended": rec.rank if rec else None,

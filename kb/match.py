@@ -74,6 +74,15 @@ class Match:
                 and not (c.condition.key == "setting" and cond.parse("setting", c.condition.value).op == "absent")]
 
     @property
+    def symptom(self) -> bool:
+        """A matched log line, regex or phrase; or a matched signal when every context
+        condition the author wrote held (a signal such as a plateau has many causes: the
+        finding must be about this setup to claim it)."""
+        if any(c.condition.key != "signal" for c in self.hits):
+            return True
+        return bool(self.hits) and all(c.state == HELD for c in self.context_written)
+
+    @property
     def evidence_written(self) -> bool:
         return any(c.evidence and not c.condition.inferred for c in self.checks)
 
@@ -124,7 +133,8 @@ class Facts:
         m = self.ev.model
         if m and m.family:
             return m.family
-        named = model_in(self.ev.model_path or "") if self.ev.model_path else None
+        path = self.ev.model_path
+        named = model_in(path) if isinstance(path, str) else None
         return (named[1] if named else None) or self.ev.text_context.get("model_family")
 
     def default(self, flag: str | None):
@@ -294,6 +304,18 @@ def check(c: Condition, f: Facts) -> Check:
     return Check(c, UNKNOWN, "not checkable")
 
 
+# a server argument of an unexpected shape (a list where one value was meant, `True` for
+# a path) leaves a condition unknown, never a traceback
+ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
+
+
+def _safe_check(c: Condition, f: Facts) -> Check:
+    try:
+        return check(c, f)
+    except ODD_VALUE as e:
+        return Check(c, UNKNOWN, f"not checkable on this run ({type(e).__name__}: {str(e)[:80]})")
+
+
 def _setting_check(c: Condition, p: cond.Parsed, f: Facts) -> Check:
     if not f.engine:
         return Check(c, UNKNOWN, "engine unknown: settings cannot be resolved")
@@ -427,7 +449,7 @@ def match_all(ev: RunEvidence, engine: str | None, catalog: Catalog | None, sign
     text = text_scores(evidence_query(facts), search)
     out = []
     for f in findings:
-        checks = [check(c, facts) for c in cond.all_conditions(f)]
+        checks = [_safe_check(c, facts) for c in cond.all_conditions(f)]
         m = Match(f, checks, closeness=similarity(ev, f, engine or ""), text=text.get(f.id, 0.0))
         m.score = round(sum(EVIDENCE_WEIGHT[c.condition.key] for c in m.hits)
                         + CONTEXT_WEIGHT * len(m.context_held) + m.closeness + TEXT_WEIGHT * m.text, 3)

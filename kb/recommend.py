@@ -145,13 +145,13 @@ def select(matches: list[Match]) -> list[Match]:
             continue
         specific = len(m.specific_held)
         context = len(m.context_held) == len(m.context_written) and specific >= (3 if m.evidence_written else 2)
-        if m.hits or m.text >= TEXT_MIN or context:
+        if m.symptom or m.text >= TEXT_MIN or context:
             out.append(m)
     return out[:MAX_FROM_FINDINGS] if len(out) > MAX_FROM_FINDINGS else out
 
 
 def _basis(m: Match) -> str:
-    return "symptom" if m.hits else "text" if m.text >= TEXT_MIN else "context"
+    return "symptom" if m.symptom else "text" if m.text >= TEXT_MIN else "context"
 
 
 def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog | None, base: list[str],
@@ -173,8 +173,6 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
                                              ev.launch_env))
     elif fixflags.flags_of(f):
         notes.append("engine unknown: the finding's flags are not checked against a version")
-    if not flags:  # nothing to diff: the finding's own launch command, as written
-        commands += [c for c in f.commands if launchcmd_like(c)][:1]
     commands += fixflags.extra_commands(f)
     basis = _basis(m)
     close = m.closeness >= COVERS
@@ -193,6 +191,8 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
     if g and g.ratio() and not close:
         notes.append(f"{f.id} measured {g.describe()} in another context (similarity {m.closeness:.2f}): "
                      "the gain here is unmeasured")
+    if not flags:  # nothing to diff against this launch: the finding's own command, for reference
+        notes += [f"the finding's launch command: {c}" for c in f.commands if launchcmd_like(c)][:1]
     if f.measured_on:
         notes.append(f"measured on: {f.measured_on}")
     matched = [f"{f.id}: {c.condition}" for c in m.hits] + [f"{f.id}: {c.condition}" for c in m.context_held]

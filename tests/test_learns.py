@@ -65,7 +65,7 @@ def test_attached_finding_is_matched_by_the_next_diagnosis(kb, tmp_path):
     out = kb("diagnose", log, "--json", check_json=True)
     top = out["recommendations"][0]
     assert top["basis"] == "symptom" and top["fix_class"] == "quantization"
-    assert "vllm serve Qwen/Qwen3-8B" in top["commands"]
+    assert "the finding's launch command: vllm serve Qwen/Qwen3-8B" in top["notes"]
 
 
 def test_prose_and_stdin_are_text_evidence(kb_home):

@@ -151,3 +151,30 @@ def test_unset_setting_fails_a_comparison_that_asks_for_a_set_value():
     assert check(Condition(key="setting", value="tp-size >=8"), facts).state == "held"
     assert check(Condition(key="setting", value="tensor-parallel-size >=8"), facts).state == "held"  # vLLM's name
     assert check(Condition(key="setting", value="enable-dp-attention absent"), facts).state == "held"
+
+
+def test_a_signal_alone_needs_the_findings_context_to_hold():
+    """A plateau has many causes: a finding about bitsandbytes weights claims it only when
+    the run is known to use them; a matched log line needs no such proof."""
+    from kb.records import BenchRun, Where
+
+    def finding(fid, quant):
+        return Finding(id=fid, title="t", fix="use an AWQ checkpoint", fix_classes=["quantization-kernel"],
+                       confidence="low", applies_when=[Condition(key="quantization", value=quant),
+                                                       Condition(key="signal", value="throughput-plateau")])
+
+    runs = [BenchRun(tool="vllm-bench", concurrency=c, total_throughput=t, source=Where(path="b.txt"))
+            for c, t in ((32, 800), (64, 830), (128, 840))]
+    ev = run_with(runs)
+    dx = diagnose(ev, [finding("fx-bnb", "bnb")])
+    assert not any(r.rule == "finding fx-bnb" for r in dx.recommendations)
+    assert "only a signal held" in why(dx, "fx-bnb")["verdict"]
+    ev.text_context = {"quantization": "bnb"}
+    dx = diagnose(ev, [finding("fx-bnb", "bnb")])
+    assert dx.recommendations[0].rule == "finding fx-bnb" and dx.recommendations[0].basis == "symptom"
+
+
+def run_with(runs):
+    from kb.evidence import RunEvidence
+
+    return RunEvidence(engine="vllm", engine_version="0.11.0", bench=runs)

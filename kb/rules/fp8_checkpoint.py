@@ -31,7 +31,7 @@ SIXTEEN_BIT = (None, "bf16", "fp16", "bfloat16", "float16")
 
 
 def check(ctx: RuleContext) -> Proposal | None:
-    path = ctx.ev.model_path or ""
+    path = ctx.ev.model_path if isinstance(ctx.ev.model_path, str) else ""
     m = ctx.model
     if ctx.arch() not in FP8_ARCHS or not path or QUANT_WORDS.search(path) or ctx.arg("quantization"):
         return None
