@@ -15,9 +15,7 @@ NOTES = DATA / "notes-block-fp8.md"
 LOG = DATA / "vllm-block-fp8.log"
 NOTE_ID = "notes-block-fp8-block-fp8-gemms-on-the-default-kernel-config"
 FIX = "python benchmarks/kernels/benchmark_w8a8_block_fp8.py --tp-size 8 --input-type fp8"
-MARLIN = ("Your GPU does not have native support for FP8 computation but FP8 quantization is being used. "
-          "Weight-only FP8 compression will be used leveraging the Marlin kernel. This may degrade performance "
-          "for compute-heavy workloads.")
+BUDGET = "max_num_batched_tokens ({}) exceeds max_num_seqs * max_model_len ({}). This may lead to unexpected behavior."
 
 
 def test_unseen_symptom_before_the_notes_gets_no_such_fix(kb):
@@ -55,17 +53,22 @@ def test_why_for_a_rule(kb):
 
 
 def test_attached_finding_is_matched_by_the_next_diagnosis(kb, tmp_path):
-    log = tmp_path / "a100.log"
-    log.write_text("INFO 03-14 08:00:09 [api_server.py:1395] vLLM API server version 0.10.1.1\n"
-                   f"WARNING 03-14 08:01:50 [marlin_utils_fp8.py:109] {MARLIN}\n")
-    proc = kb("attach", "--fix", "serve the BF16 checkpoint on Ampere instead of the FP8 one",
-              "--symptom", f'server log prints "{MARLIN[:86]}"', "--command", "vllm serve Qwen/Qwen3-8B",
-              "--fix-class", "quantization", "--engine", "vllm", "--json")
+    """The warning vLLM's SchedulerConfig prints (vllm/config/scheduler.py) when the
+    prefill budget exceeds what the batch can hold; no shipped finding quotes it."""
+    log = tmp_path / "vllm.log"
+    log.write_text("INFO 03-14 08:00:09 [api_server.py:1395] vLLM API server version 0.11.0\n"
+                   f"WARNING 03-14 08:00:10 [scheduler.py:345] {BUDGET.format(65536, 32768)}\n")
+    before = kb("diagnose", log, "--json", check_json=True)
+    assert not [r for r in before["recommendations"] if r["basis"] == "symptom"]
+    proc = kb("attach", "--fix", "lower --max-num-batched-tokens to the batch the server can hold",
+              "--symptom", f'server log warns "{BUDGET.format(16384, 8192)}"', "--command",
+              "vllm serve Qwen/Qwen3-8B --max-num-batched-tokens 8192", "--fix-class", "chunked-prefill",
+              "--engine", "vllm", "--json")
     assert proc.returncode == 0, proc.stderr
     out = kb("diagnose", log, "--json", check_json=True)
     top = out["recommendations"][0]
-    assert top["basis"] == "symptom" and top["fix_class"] == "quantization"
-    assert "the finding's launch command: vllm serve Qwen/Qwen3-8B" in top["notes"]
+    assert top["basis"] == "symptom" and top["fix_class"] == "chunked-prefill"
+    assert [(f["flag"], f["new"]) for f in top["flags"]] == [("--max-num-batched-tokens", "8192")]
 
 
 def test_prose_and_stdin_are_text_evidence(kb_home):
