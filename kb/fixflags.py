@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Callable
 
 from kb import vocab
 from kb.flags import Catalog
@@ -33,6 +34,7 @@ class FixFlag:
     flag: str  # as the finding spells it
     value: object  # True for a switch, None to remove
     from_prose: bool
+    value_from_command: bool = False  # the value is the finding's own deployment's, not stated in its fix
 
 
 def _words(text: str) -> list[str]:
@@ -86,12 +88,12 @@ def flags_of(f: Finding) -> list[FixFlag]:
             if flag in IDENTITY or flag in out:
                 continue
             if bare in named or bare.replace("-", " ") in named or any(bare == w or flag == w for w in class_words):
-                out[flag] = FixFlag(flag, value, False)
+                out[flag] = FixFlag(flag, value, False, value_from_command=value is not True)
     for cmd in f.commands:  # a value the prose left out, from the finding's own launch command
         if LAUNCH.search(cmd):
             for flag, value in _pairs(_words(cmd)):
                 if flag in out and out[flag].value is True and value is not True:
-                    out[flag].value = value
+                    out[flag].value, out[flag].value_from_command = value, True
     return list(out.values())
 
 
@@ -100,9 +102,12 @@ def extra_commands(f: Finding) -> list[str]:
     return [c for c in f.commands if not LAUNCH.search(c)]
 
 
-def for_version(f: Finding, engine: str, catalog: Catalog) -> tuple[list[tuple[str, object, str]], list[str]]:
+def for_version(f: Finding, engine: str, catalog: Catalog,
+                current: Callable[[str], object] | None = None) -> tuple[list[tuple[str, object, str]], list[str]]:
     """([(flag for this version, value, the finding's spelling)], notes) — each flag
-    resolved through the catalog; what cannot be applied is left out and said."""
+    resolved through the catalog; what cannot be applied is left out and said. A value
+    that only the finding's own launch command gives (sized for its deployment) never
+    replaces one the user set (`current(flag)`): the note says what the finding used."""
     from kb.match import resolve_flag
 
     changes, notes = [], []
@@ -110,6 +115,10 @@ def for_version(f: Finding, engine: str, catalog: Catalog) -> tuple[list[tuple[s
         flag, why = resolve_flag(ff.flag, engine, catalog)
         if flag is None:
             notes.append(f"{why}: left out of the command")
+            continue
+        mine = current(flag) if current else None
+        if ff.value_from_command and mine is not None:
+            notes.append(f"{f.id} ran {flag} {ff.value} for its own deployment; yours is {mine}: size it for this one")
             continue
         if why:
             notes.append(why)

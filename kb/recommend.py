@@ -163,7 +163,8 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
     flags: list[FlagDiff] = []
     commands: list[str] = []
     if engine and catalog:
-        changes, notes = fixflags.for_version(f, engine, catalog)
+        changes, notes = fixflags.for_version(
+            f, engine, catalog, lambda fl: ev.arg(fl, (catalog.flags.get(fl) or {}).get("dest") or fl))
         for flag, value, written in changes:
             info = catalog.flags.get(flag) or {}
             flags.append(FlagDiff(flag=flag, current=ev.arg(flag, info.get("dest") or flag), new=value,
