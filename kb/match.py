@@ -220,7 +220,7 @@ def _quantization(f: Facts) -> str | None:
 def _find(f: Facts, test: Callable[[str], bool], kinds: tuple[str, ...] = ("log", "prose")) -> tuple[str, str]:
     lines = [t for t in f.lines if t.kind in kinds]
     if not lines:
-        return UNKNOWN, "no log or text in this run"
+        return UNKNOWN, "no prose in this run" if kinds == ("prose",) else "no log or text in this run"
     for t in lines:
         if test(t.text):
             where = f"{t.where}: " if t.where else ""
@@ -298,9 +298,9 @@ def check(c: Condition, f: Facts) -> Check:
         return Check(c, *_find(f, lambda t: needle in t.lower()))
     if k == "log regex":
         return Check(c, *_find(f, lambda t: bool(p.regex.search(t))))
-    if k == "text":
+    if k == "text":  # what people write: prose, not a tool's table or a log
         needle = _norm_text(p.pattern)
-        return Check(c, *_find(f, lambda t: needle in _norm_text(t)))
+        return Check(c, *_find(f, lambda t: needle in _norm_text(t), kinds=("prose",)))
     return Check(c, UNKNOWN, "not checkable")
 
 

@@ -180,7 +180,12 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
     if basis == "symptom":
         logs = any(c.condition.key in ("log", "log regex") for c in m.hits)
         severity = "severe" if logs else signal_severity(m, signals)
-        conf = 0.5 + 0.1 * min(len(m.hits), 3) + 0.2 * m.text + 0.1 * close
+        if all(c.condition.key == "signal" for c in m.hits):
+            # a signal has many causes: a rule reading the same signal computes exact values,
+            # a finding matched by it alone counts by how specifically its context held
+            conf = 0.3 + 0.1 * min(len(m.specific_held), 3) + 0.1 * close
+        else:
+            conf = 0.5 + 0.1 * min(len(m.hits), 3) + 0.2 * m.text + 0.1 * close
     elif basis == "text":
         severity, conf = "moderate", 0.2 + 0.3 * m.text + 0.1 * close
     else:
