@@ -104,9 +104,11 @@ def findings_in_temp_home(home: Path):
 
     os.environ["KB_HOME"] = str(home)
     os.environ.pop("KB_FINDINGS", None)
+    from kb.search import searcher
+
     store = Store(home)
     store.sync(load_findings)
-    return kbindex.all_records(store.index_dir)
+    return kbindex.all_records(store.index_dir), searcher(store.index_dir)
 
 
 def why_missed(res: Result, ev, d: Path) -> list[str]:
@@ -169,7 +171,7 @@ def why_missed(res: Result, ev, d: Path) -> list[str]:
     return reasons
 
 
-def run_one(d: Path, meta: dict, findings) -> Result:
+def run_one(d: Path, meta: dict, findings, search=None) -> Result:
     from ingest.run import read_run
     from kb.diagnose import diagnose
 
@@ -177,7 +179,7 @@ def run_one(d: Path, meta: dict, findings) -> Result:
     if config:
         config = str(ROOT / config)
     ev = read_run(evidence_files(d), config=config, gpu=meta.get("gpu"), engine=meta.get("engine"))
-    dx = diagnose(ev, findings)
+    dx = diagnose(ev, findings, search=search)
     classes = [r.fix_class for r in dx.recommendations]
     label = meta["confirmed_fix_class"]
     res = Result(slug=d.name, label=label, engine=dx.engine, top=classes[:3],
@@ -211,8 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--set {args.scenarios}: expected a directory of scenarios (one sub-directory per case)")
     scenarios = load_scenarios(args.scenarios)
     with tempfile.TemporaryDirectory(prefix="kb-dq-") as tmp:
-        findings = findings_in_temp_home(Path(tmp) / "kbhome")
-        results = [run_one(d, meta, findings) for d, meta in scenarios]
+        findings, search = findings_in_temp_home(Path(tmp) / "kbhome")
+        results = [run_one(d, meta, findings, search) for d, meta in scenarios]
 
     n = len(results)
     h1 = sum(r.hit1 for r in results)

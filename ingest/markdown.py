@@ -19,7 +19,7 @@ from pathlib import Path
 from kb import vocab
 from kb.errors import InputError
 from kb.hardware import lookup_gpu
-from kb.records import Context, Finding, Gain, Source
+from kb.records import Condition, Context, Finding, Gain, Source
 from ingest import gains as gain_text
 from ingest.textfile import MAX_FINDINGS_BYTES, read_text
 from kb.redact import redact_data
@@ -34,6 +34,7 @@ class Item:
     text: str
     line: int
     in_list: bool = False
+    depth: int = 0  # list nesting: 1 for a top-level bullet, 2 for a bullet inside it
 
 
 @dataclass
@@ -97,7 +98,7 @@ def parse_sections(text: str) -> list[Section]:
             in_list -= 1
         elif t == "inline" and table is None:
             line = tok.map[0] + 1 if tok.map else current.line_start
-            current.items.append(Item(tok.content.strip(), line, in_list > 0))
+            current.items.append(Item(tok.content.strip(), line, in_list > 0, in_list))
         elif t in ("fence", "code_block"):
             line = tok.map[0] + 1 if tok.map else current.line_start
             current.fences.append((tok.info.strip(), tok.content.rstrip("\n"), line))
@@ -138,7 +139,9 @@ LABELS = {
     "experts per token": "experts_per_token", "expert intermediate size": "expert_intermediate_size",
     "quantization": "quantization", "root cause": "root_cause", "fix": "fix",
     "fix classes": "fix_classes", "confidence": "confidence", "sources": "sources", "tags": "tags",
+    "measured on": "measured_on",
 }
+APPLIES_WHEN = "applies when"
 # how engineers label the same things in free-form notes
 LOOSE_LABELS = {
     "symptom": "symptoms", "symptoms": "symptoms", "problem": "symptoms", "issue": "symptoms",
@@ -194,12 +197,40 @@ def _number(path: str, line: int, column: str, cell: str) -> float | None:
     return v
 
 
+def _condition(item: Item, path: str) -> Condition:
+    """One nested bullet under "Applies when": `key: value` (checked by kb.conditions)."""
+    from kb.conditions import parse
+
+    m = re.match(r"^\*{0,2}([A-Za-z][A-Za-z ]*?)\*{0,2}\s*:\*{0,2}\s*(.*)$", item.text, re.S)
+    if not m:
+        raise InputError(path, f"Applies when: expected a condition 'key: value' (see findings/FORMAT.md), "
+                               f"got {item.text[:80]!r}", item.line)
+    key, value = " ".join(m.group(1).lower().split()), " ".join(m.group(2).split())
+    try:
+        parse(key, value)
+    except ValueError as e:
+        raise InputError(path, f"Applies when: {e}", item.line) from None
+    return Condition(key=key, value=value, line=item.line)
+
+
 def _canonical(sec: Section, path: str) -> Finding:
     fields: dict[str, tuple[str, int]] = {}
     extra: dict[str, str] = {}
     body: list[str] = []
+    conditions: list[Condition] = []
+    under: int | None = None  # depth of the "Applies when" bullet while reading its nested bullets
     for item in sec.items:
+        if under is not None and item.in_list and item.depth > under:
+            conditions.append(_condition(item, path))
+            continue
+        under = None
         f = _field(item) if item.in_list else None
+        if f and f[0] == APPLIES_WHEN:
+            if f[1]:
+                raise InputError(path, "Applies when: expected the conditions as nested bullets below it, "
+                                       "one 'key: value' each", item.line)
+            under = item.depth
+            continue
         if f and f[0] in LABELS:
             fields[LABELS[f[0]]] = (f[1], item.line)
         elif f:
@@ -249,7 +280,7 @@ def _canonical(sec: Section, path: str) -> Finding:
             commands=[content for _, content, _ in sec.fences],
             gains=gains, sources=[Source.parse(s) for s in _split(get("sources"), ",")],
             confidence=confidence, tags=_split(get("tags"), ","), extra=extra,
-            body="\n".join(body),
+            body="\n".join(body), applies_when=conditions, measured_on=get("measured_on") or None,
         )
     except ValueError as e:  # pydantic ValidationError is a ValueError
         raise InputError(path, f"section {sec.title!r}: {_first_error(e)}", fields.get("id", ("", sec.line_start))[1]) from None
@@ -337,6 +368,51 @@ def _context_from(text: str) -> dict:
     return ctx
 
 
+# a log line's prefix that differs between runs: sglang "[2025-01-01 12:00:00 TP0] ",
+# vLLM "INFO 01-02 12:00:00 [file.py:123] ", "(EngineCore_DP0 pid=123) ", plain ISO times
+_LOG_PREFIX = re.compile(
+    r"^\s*(?:\([\w ]+pid=\d+\)\s*)?(?:\[[^\]]*\d{2}:\d{2}:\d{2}[^\]]*\]\s*)?"
+    r"(?:(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)\s+\d{2}-\d{2}\s+\d{2}:\d{2}:\d{2}(?:\.\d+)?\s+\[[^\]]+\]\s*)?"
+    r"(?:\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}\S*\s*)?(?:(?:WARNING|ERROR|INFO|CRITICAL)\s*[:\-]?\s*)?")
+_LOG_LEVEL = re.compile(r"\b(?:WARNING|WARN|ERROR|CRITICAL)\b|Traceback|Error:|Exception")
+MAX_INFERRED_LOGS = 5
+
+
+def log_message(line: str) -> str:
+    """A log line without the time, level and process prefix that differ between runs."""
+    return _LOG_PREFIX.sub("", line, count=1).strip()
+
+
+_VARYING = re.compile(r"\S*(?:/|=|\d{2,})\S*")
+
+
+def _stable_part(msg: str, least: int = 20) -> str:
+    """The message up to its first run-specific word (a path, a `key=value`, a number
+    of two digits or more), so the same warning matches in another run."""
+    m = _VARYING.search(msg)
+    head = msg[: m.start()].rstrip(" :,([") if m else msg
+    return head if len(head) >= least else msg
+
+
+def _quoted_logs(texts: list[str], blocks: list[str]) -> list[Condition]:
+    """Log lines a free-form note quotes (a warning in a code block or in quotes):
+    `log` conditions, so a run that prints the same line matches the note."""
+    from kb.conditions import quoted_log_lines
+
+    found: list[str] = []
+    for block in blocks:
+        for ln in block.splitlines():
+            if _LOG_LEVEL.search(ln):
+                msg = _stable_part(log_message(ln))
+                if len(msg) >= 12 and msg not in found:
+                    found.append(msg[:300])
+    for t in texts:
+        found += [q for q in quoted_log_lines(t) if q not in found]
+    from kb.conditions import log_condition
+
+    return [log_condition(q) for q in found[:MAX_INFERRED_LOGS]]
+
+
 def _slug(text: str, limit: int = 48) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
     return s[:limit].strip("-") or "section"
@@ -387,6 +463,7 @@ def _freeform(sec: Section, path: str, stem: str) -> Finding:
         root_cause=_short(" ".join(root)) or None, fix=_short(" ".join(fix)) or None,
         fix_classes=fix_classes, commands=commands, gains=gains, sources=sources,
         confidence="medium" if gains and is_finding else "low", body=body,
+        applies_when=_quoted_logs(texts, other_blocks),
     )
 
 
@@ -518,8 +595,12 @@ def render(f: Finding) -> str:
     add("Confidence", f.confidence)
     add("Sources", ", ".join(str(s) for s in f.sources))
     add("Tags", ", ".join(f.tags))
+    add("Measured on", f.measured_on)
     for k, v in f.extra.items():
         add(k, v)
+    if f.applies_when:
+        lines.append("- **Applies when:**")
+        lines += [f"  - {c.key}: {c.value}" for c in f.applies_when]
     if f.body:
         lines += ["", *[p for para in f.body.split("\n") for p in (para, "")]]
         lines.pop()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from kb.errors import InputError
-from kb.evidence import RunEvidence
+from kb.evidence import RunEvidence, TextLine
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
 from ingest.textfile import SNIFF_BYTES, lines
 
@@ -51,6 +51,9 @@ def _json_readers() -> list:
                                 for cls in m.READERS]]
 
 
+_README = re.compile(r"^readme(\.(md|markdown|txt|rst))?$", re.I)
+
+
 def walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str | None]]:
     """(file, None) for every regular file, or (path, why skipped)."""
     seen = 0
@@ -65,6 +68,9 @@ def walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str | None]]:
                     if seen > MAX_FILES:
                         yield Path(root) / name, f"more than {MAX_FILES} files: the rest were not read"
                         return
+                    if _README.match(name):  # describes the directory; named on its own it is read
+                        yield Path(root) / name, "a README in a directory: documentation, not evidence (name the file to read it)"
+                        continue
                     yield from _check(Path(root) / name)
         else:
             yield from _check(p)
@@ -97,7 +103,12 @@ def _check(p: Path) -> Iterator[tuple[Path, str | None]]:
 
 
 def _describe(records: list) -> str:
+    from kb.evidence import TextLine
+
     parts = []
+    prose = [r for r in records if isinstance(r, TextLine) and r.kind == "prose"]
+    if prose:
+        parts.append(f"{len(prose)} lines of text evidence")
     bench = [r for r in records if isinstance(r, BenchRun)]
     if bench:
         levels = sorted({int(r.level()) for r in bench})
@@ -199,20 +210,40 @@ STATS_MARKERS = ("Decode batch", "Prefill batch", "Avg prompt throughput", "Avg 
 
 
 def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
+    from ingest.textevidence import TextLines
+
+    text = TextLines(str(p))
     parsers = _line_parsers(str(p))
     logs = [x for x in parsers if x.kind in ("sglang-log", "vllm-log")]
+    every = [*parsers, text]
     if since is not None and 0 < since <= p.stat().st_size:
-        _feed_since(p, since, parsers, logs)
+        _feed_since(p, since, every, logs)
     else:
         from ingest import logscan
         from kb.progress import file_progress
 
         def route(n: int, line: str) -> None:
-            for parser in (logs if any(m in line for m in STATS_MARKERS) else parsers):
+            for parser in (logs if any(m in line for m in STATS_MARKERS) else every):
                 parser.feed(n, line)
 
         with open(p, "rb") as fh, file_progress(p) as on_bytes:
             logscan.scan(fh, parsers, logs, route, on_bytes)  # as `route` on every line, at grep-like rates
+    records, kinds = _results(parsers)
+    # any text is evidence: a file no parser recognised is read as prose (a pasted issue,
+    # notes), and a recognised one keeps its notable lines for findings' `log` conditions
+    if kinds:
+        records += text.results("log")
+    else:
+        records = text.results("prose")
+        kinds = ["text"] if records and any(_WORDS.search(t.text) for t in records) else []
+        records = records if kinds else []
+    return records, kinds
+
+
+_WORDS = re.compile(r"[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}")  # three words: text, not data
+
+
+def _results(parsers: list) -> tuple[list, list[str]]:
     records, kinds = [], []
     hw = []
     for parser in parsers:
@@ -255,6 +286,8 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
              launch: str | None = None, since: dict[str, int] | None = None) -> RunEvidence:
     """Everything the files (and options) say about one run. `since` maps a file
     path to a byte offset: that log's stats lines are read from there on only."""
+    if any(str(p) == "-" for p in paths):
+        return _with_stdin(paths, config, gpu, engine, launch, since)
     ev = RunEvidence()
     launches, hardware, models = [], [], []
     for p, skipped in walk(paths):
@@ -282,6 +315,8 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
                 models.append(r)
             elif isinstance(r, Hardware):
                 hardware.append(r)
+            elif isinstance(r, TextLine):
+                ev.text.append(r)
             elif type(r).__name__ == "LaunchCommand":
                 launches.append(r)
     if launch:
@@ -303,6 +338,7 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
         ev.warnings += warnings
         hardware.insert(0, hw)
     _merge(ev, launches, hardware, models, explicit_model, engine)
+    _from_prose(ev)
     return ev
 
 
@@ -317,6 +353,59 @@ def _generic_report(p: Path, records: list, ev: RunEvidence) -> None:
         ev.warnings.append(f"{p}: read as a generic results table; guessed: " + "; ".join(g.replace("(guessed: ", "(") for g in guessed))
     for note in dict.fromkeys(n for b in bench for n in b.get("notes", [])):
         ev.warnings.append(f"{p}: {note}")
+
+
+MAX_STDIN_BYTES = 16 * 2**20
+
+
+def _with_stdin(paths: list[Path], config, gpu, engine, launch, since) -> RunEvidence:
+    """`-` reads standard input (a pasted log or issue) as one more file; the copy is
+    removed on every path out."""
+    import sys
+    import tempfile
+
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if len(data) > MAX_STDIN_BYTES:
+        raise InputError("-", f"standard input is larger than {MAX_STDIN_BYTES // 2**20} MiB")
+    with tempfile.TemporaryDirectory(prefix="kb-stdin-") as tmp:
+        copy = Path(tmp) / "stdin"
+        copy.write_bytes(data)
+        ev = read_run([copy if str(p) == "-" else p for p in paths], config, gpu, engine, launch, since)
+        shown = str(copy)
+        for f in ev.files:
+            if f.get("path") == shown:
+                f["path"] = "-"
+        for t in ev.text:
+            if t.where and t.where.path == shown:
+                t.where.path = "-"
+        return ev
+
+
+def _from_prose(ev: RunEvidence) -> None:
+    """What the text says fills only what no file or option stated: the engine (when one
+    is named), its version, the GPUs (when their count is said too); model traits and the
+    GPU name are kept apart for findings' conditions. Prose counts whole; of a log, only a
+    short one (a pasted excerpt), since a long log names things in passing."""
+    from ingest.textevidence import MAX_ALL_LINES, context_of
+
+    lines = [t for t in ev.text if t.kind == "prose"]
+    if len(ev.text) < MAX_ALL_LINES:
+        lines = ev.text
+    if not lines:
+        return
+    ctx = context_of(lines)
+    if not ev.engine and ctx.get("engine") in ("sglang", "vllm"):
+        ev.engine = ctx["engine"]
+        ev.warnings.append(f"engine {ev.engine} taken from the text evidence")
+    if not ev.engine_version and ctx.get("engine_version") and ctx.get("engine") == ev.engine:
+        ev.engine_version = ctx["engine_version"]
+    count = ctx.get("gpu_count") or ev.tp_size()
+    if not ev.hardware and ctx.get("gpu") and count:
+        from ingest.nvidia_smi import hardware_from_string
+
+        hw, _ = hardware_from_string(f"{count}x {ctx['gpu']}")
+        ev.hardware = hw.model_copy(update={"source": "text evidence", "interconnect": ctx.get("interconnect")})
+    ev.text_context = {k: ctx[k] for k in ("model", "model_family", "quantization", "gpu") if ctx.get(k)}
 
 
 def _norm(key: str) -> str:

@@ -42,7 +42,8 @@ def _echo_json(obj) -> None:
 
 
 _PATHS = typer.Argument(None, show_default=False,
-                        help="Benchmark outputs, server logs, config.json, nvidia-smi output, or directories.")
+                        help="Benchmark outputs, server logs, config.json, nvidia-smi output, prose (read as text "
+                             "evidence), directories, or - for stdin.")
 _CONFIG = typer.Option(None, "--config", help="config.json, a model directory, or a Hugging Face repo id in the local cache.")
 _GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides nvidia-smi files).')
 _ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
@@ -246,18 +247,26 @@ def diagnose(paths: Optional[List[Path]] = _PATHS, config: Optional[str] = _CONF
              since: Optional[str] = _PROM_SINCE, start: Optional[str] = _PROM_START, end: Optional[str] = _PROM_END,
              step: str = _PROM_STEP, prometheus_token: Optional[str] = _PROM_TOKEN,
              prometheus_user: Optional[str] = _PROM_USER,
+             why: Optional[str] = typer.Option(None, "--why", metavar="ID", help="A rule id (KB105) or finding id: which of its conditions held, failed or were unknown."),
              as_json: bool = typer.Option(False, "--json")):
-    """Signals, then ranked recommendations with exact commands and the findings behind them."""
+    """Signals, then ranked recommendations with exact commands and the findings behind them.
+    PATHS may be prose (a pasted issue, notes) and `-` for standard input."""
     from kb import index as kbindex
-    from kb.diagnose import diagnose as run_diagnose, report
+    from kb.diagnose import diagnose as run_diagnose, report, why as explain, why_report
 
     if _fleet(paths, prometheus, selector, since, start, end, step, prometheus_token, prometheus_user,
               thresholds, as_json, diagnose=True):
         return
     _check_engine(engine)
     ev, th = _run_options(paths, config, gpu, engine, launch, thresholds)
+    from kb.search import searcher
+
     store = _store()
-    d = run_diagnose(ev, store.read(_loader(), kbindex.all_records), th)
+    d = store.read(_loader(), lambda idx: run_diagnose(ev, kbindex.all_records(idx), th, searcher(idx)))
+    if why:
+        w = explain(d, why)
+        typer.echo(json.dumps(w, indent=2, default=str) if as_json else why_report(w))
+        return
     typer.echo(json.dumps(d.to_json(), indent=2, default=str) if as_json else report(d))
 
 

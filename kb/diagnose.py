@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kb.evidence import RunEvidence
 from kb.flags import Catalog, catalog
+from kb.match import Match, Search, match_all
 from kb.records import Finding, Recommendation, Signal
 from kb.render import file_line, signal_lines
 
@@ -19,6 +20,7 @@ class Diagnosis:
     recommendations: list[Recommendation]
     combined: str | None
     warnings: list[str] = field(default_factory=list)
+    matches: list[Match] = field(default_factory=list)  # every finding checked, for --why
 
     def to_json(self) -> dict:
         ev = self.ev
@@ -35,23 +37,28 @@ class Diagnosis:
         }
 
 
-def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None = None) -> Diagnosis:
+def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None = None,
+             search: Search | None = None) -> Diagnosis:
+    """Signals, the computed rules and every finding whose conditions hold, ranked.
+    `search` (text → [(finding, score)], the index `kb ask` uses) gives text similarity."""
     from kb.recommend import combined_command, recommend
     from kb.signals import detect
 
     signals = detect(ev, thresholds)
     warnings = list(ev.warnings)
     engine = ev.engine
+    cat = None
     if not engine:
-        warnings.append("engine unknown (no launch command, server log or --engine): no commands can be written")
-        return Diagnosis(ev, None, None, signals, [], None, warnings)
-    cat = catalog(engine, ev.engine_version, flags=[w.split("=", 1)[0] for w in ev.launch_argv if w.startswith("--")])
-    if cat.note():
-        warnings.append(cat.note())
-    elif not ev.engine_version:
-        warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
-    recs = recommend(ev, signals, engine, cat, findings, warnings)
-    return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings)
+        warnings.append("engine unknown (no launch command, server log or --engine): no launch command can be written")
+    else:
+        cat = catalog(engine, ev.engine_version, flags=[w.split("=", 1)[0] for w in ev.launch_argv if w.startswith("--")])
+        if cat.note():
+            warnings.append(cat.note())
+        elif not ev.engine_version:
+            warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
+    matches = match_all(ev, engine, cat, signals, findings, search)
+    recs = recommend(ev, signals, engine, cat, findings, warnings, matches)
+    return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings, matches)
 
 
 # ------------------------------------------------------------------ text report
@@ -110,8 +117,10 @@ def report(d: Diagnosis) -> str:
     if not d.recommendations:
         out.append("  none")
     for r in d.recommendations:
-        out.append(f"  {r.rank}. {r.title}  [{r.rule} · {r.severity} · confidence {r.confidence:.2f}]")
+        out.append(f"  {r.rank}. {r.title}  [{r.rule} · {r.severity} · confidence {r.confidence:.2f} · {r.basis}]")
         out.append(f"     why: {r.rationale}")
+        for m in r.matched[:4]:
+            out.append(f"     matched: {m}")
         for f in r.flags:
             cur = "(unset)" if f.current is None else f.current
             new = "(remove)" if f.new is None else ("(on)" if f.new is True else f.new)
@@ -127,4 +136,64 @@ def report(d: Diagnosis) -> str:
         out += ["", "All changes together (low-severity ones left out)", f"  $ {d.combined}"]
     for w in d.warnings:
         out.append(f"warning: {w}")
+    return "\n".join(out)
+
+
+# ------------------------------------------------------------------ --why
+
+
+def why(d: Diagnosis, ident: str) -> dict:
+    """Why a rule (id or name) or a finding (id) was or was not recommended for this run:
+    each condition held / unknown / failed with what the run showed."""
+    from kb.errors import NotFoundError
+    from kb.rules import RULES
+
+    rec = next((r for r in d.recommendations if r.rule.split()[0] == ident or r.rule.endswith(f" {ident}")
+                or any(c.id == ident for c in r.findings[:1]) or any(m.startswith(f"{ident}:") for m in r.matched)), None)
+    rule = next((r for r in RULES if ident in (r.id, r.name)), None)
+    if rule:
+        seen = [s for s in rule.signals if any(x.id == s for x in d.signals)]
+        checks = [{"condition": f"signal: {s}", "state": "held" if s in seen else "failed",
+                   "detail": "detected" if s in seen else "not detected"} for s in rule.signals]
+        checks.append({"condition": f"needs: {rule.needs}", "state": "held" if rec else "unknown",
+                       "detail": "the rule proposed a change" if rec else "the rule's own check did not fire"
+                       + ("" if d.engine else " (engine unknown: rules need it)")})
+        return {"id": rule.id, "kind": "rule", "title": rule.title, "fix_class": rule.fix_class,
+                "recommended": rec.rank if rec else None, "checks": checks,
+                "verdict": f"recommended at rank {rec.rank}" if rec else "not recommended"}
+    m = next((x for x in d.matches if x.finding.id == ident), None)
+    if m is None:
+        raise NotFoundError(f"no rule or finding with id {ident!r} (rules: `kb rules`; findings: `kb ask`)")
+    from kb.recommend import TEXT_MIN
+
+    if rec:
+        verdict = f"recommended at rank {rec.rank} ({rec.rule}, {rec.basis})"
+    elif m.excluded:
+        verdict = "excluded: " + "; ".join(f"{c.condition} ({c.detail})" for c in m.excluded)
+    elif m.finding.kind != "finding" or not m.finding.fix_classes:
+        verdict = "not recommended: a note without a fix class"
+    else:
+        held = "only a signal held, with context conditions unknown" if m.hits else "no evidence condition held"
+        verdict = (f"not recommended: {held}, text similarity {m.text:.2f} (needs {TEXT_MIN}), "
+                   f"and not every written context condition held")
+    return {"id": m.finding.id, "kind": "finding", "title": m.finding.title, "fix_class": ", ".join(m.finding.fix_classes),
+            "recommended": rec.rank if rec else None,
+            "score": {"total": m.score, "evidence": [str(c.condition) for c in m.hits], "closeness": round(m.closeness, 3),
+                      "text_similarity": m.text},
+            "checks": [{"condition": str(c.condition) + (" (inferred)" if c.condition.inferred else ""),
+                        "state": c.state, "detail": c.detail} for c in m.checks],
+            "verdict": verdict}
+
+
+def why_report(w: dict) -> str:
+    out = [f"{w['id']} ({w['kind']}): {w['title']}  [fix class {w['fix_class']}]"]
+    if not w["checks"]:
+        out.append("  no conditions: written or inferred")
+    for c in w["checks"]:
+        out.append(f"  {c['state']:<8} {c['condition']}  — {c['detail']}")
+    if "score" in w:
+        s = w["score"]
+        out.append(f"  score {s['total']}: evidence {', '.join(s['evidence']) or 'none'}; closeness {s['closeness']}; "
+                   f"text similarity {s['text_similarity']}")
+    out.append(f"  → {w['verdict']}")
     return "\n".join(out)

@@ -11,6 +11,17 @@ from pydantic import BaseModel, Field
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace, Where
 
 
+class TextLine(BaseModel):
+    """A line of text a run's files hold: a notable log line (a warning, an error) or a
+    line of prose (a pasted issue, notes). Findings' `log` and `text` conditions and the
+    text-similarity query read these."""
+
+    text: str
+    where: Where | None = None
+    kind: str = "log"  # log (from a recognised log) or prose (a file no parser recognised)
+    count: int = 1  # how many times a log line with this message appeared
+
+
 class CurvePoint(BaseModel):
     level: float  # concurrency (or request rate when no concurrency was set)
     throughput: float  # total tok/s, median of the runs at this level
@@ -35,6 +46,8 @@ class RunEvidence(BaseModel):
     launch_argv: list[str] = Field(default_factory=list)  # the launch command in use, when known
     launch_env: dict[str, str] = Field(default_factory=dict)
     files: list[dict] = Field(default_factory=list)  # {"path", "kind", "yielded"} / {"path", "skipped"}
+    text: list[TextLine] = Field(default_factory=list)  # notable log lines and prose lines
+    text_context: dict = Field(default_factory=dict)  # model, model_family, quantization named in prose
     warnings: list[str] = Field(default_factory=list)
 
     def curve(self) -> list[CurvePoint]:

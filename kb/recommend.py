@@ -14,42 +14,12 @@ import math
 from kb import launchcmd
 from kb.evidence import RunEvidence
 from kb.flags import Catalog
-from kb.records import SEVERITY_ORDER, CitedFinding, Finding, FlagDiff, Recommendation, Signal
+from kb.records import SEVERITY_ORDER, CitedFinding, Evidence, Finding, FlagDiff, Recommendation, Signal
 from kb.render import context_line
 from kb.rules import RULES
 from kb.rules.base import Proposal, Rule, RuleContext
-
-# how much each part of the context counts towards similarity
-WEIGHTS = {"engine": 0.2, "arch": 0.25, "family": 0.25, "interconnect": 0.1, "quantization": 0.1,
-           "version": 0.05, "gpu_count": 0.05}
-COVERS = 0.6  # similarity at which a finding's gain is taken as the expected gain
-
-
-def _same(a, b) -> float | None:
-    if a is None or b is None:
-        return None
-    return 1.0 if str(a).lower() == str(b).lower() else 0.0
-
-
-def similarity(ev: RunEvidence, f: Finding, engine: str) -> float:
-    """0..1: a field unknown on either side counts half (a generic finding is half-relevant)."""
-    c = f.context
-    hw, m = ev.hardware, ev.model
-    version = None
-    if c.engine_version and ev.engine_version:
-        version = 1.0 if c.engine_version.split(".")[:2] == ev.engine_version.split(".")[:2] else 0.0
-    engine_match = None if (c.engine in (None, "any")) else _same(c.engine, engine)
-    parts = {
-        "engine": engine_match,
-        "arch": _same(c.arch(), hw.arch if hw else None),
-        "family": _same(c.model_family, m.family if m else None),
-        "interconnect": _same(c.interconnect, hw.interconnect if hw else None),
-        "quantization": _same(c.quantization, m.quantization if m else None),
-        "version": version,
-        "gpu_count": _same(c.gpu_count, hw.count if hw else None),
-    }
-    return sum(WEIGHTS[k] * (0.5 if v is None else v) for k, v in parts.items())
-
+from kb import fixflags
+from kb.match import COVERS, Match, signal_severity, similarity
 
 def cite(ev: RunEvidence, fix_class: str, findings: list[Finding], engine: str) -> list[CitedFinding]:
     rows = []
@@ -115,37 +85,212 @@ def _aliases(catalog: Catalog, flag: str) -> list[str]:
 ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, OverflowError, AttributeError)
 
 
-def recommend(ev: RunEvidence, signals: list[Signal], engine: str, catalog: Catalog,
-              findings: list[Finding], warnings: list[str] | None = None) -> list[Recommendation]:
-    ctx = RuleContext(ev=ev, signals={s.id: s for s in signals}, engine=engine, catalog=catalog)
-    base = launchcmd.current(ev, engine, catalog)
-    if base.missing and warnings is not None:
-        warnings.append("no launch command known (give --launch \"CMD\"): the commands below show kb's changes"
-                        + (f" on {launchcmd.MODEL}, a placeholder for your model," if launchcmd.MODEL in base.missing
-                           else "") + " and the rest of your launch command goes with them")
-    recs = []
-    reminders: set[int] = set()
-    for rule in RULES:
-        try:
-            p = rule.check(ctx)
-            if p:
-                recs.append(build(rule, p, ctx, findings, base))
-                if p.reminder and not any(s in ctx.signals for s in p.supporting):
-                    reminders.add(id(recs[-1]))
-        except ODD_VALUE as e:
-            if warnings is not None:
-                warnings.append(f"rule {rule.id} {rule.name} skipped: a server argument has an unexpected value "
-                                f"({type(e).__name__}: {str(e)[:120]})")
+def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalog: Catalog | None,
+              findings: list[Finding], warnings: list[str] | None = None,
+              matches: list[Match] | None = None) -> list[Recommendation]:
+    """The computed rules' proposals and the matching findings' fixes, merged where
+    they propose the same change, ranked: symptom-backed first, then what the run's
+    words resemble, then context-only checks, then reminders."""
+    matches = matches or []
+    excluded = {m.finding.id for m in matches if m.excluded}
+    usable = [f for f in findings if f.id not in excluded]
+    recs: list[Recommendation] = []
+    base: launchcmd.Current | None = None
+    if engine and catalog:
+        ctx = RuleContext(ev=ev, signals={s.id: s for s in signals}, engine=engine, catalog=catalog)
+        base = launchcmd.current(ev, engine, catalog)
+        if base.missing and warnings is not None:
+            warnings.append("no launch command known (give --launch \"CMD\"): the commands below show kb's changes"
+                            + (f" on {launchcmd.MODEL}, a placeholder for your model," if launchcmd.MODEL in base.missing
+                               else "") + " and the rest of your launch command goes with them")
+        for rule in RULES:
+            try:
+                p = rule.check(ctx)
+                if p:
+                    r = build(rule, p, ctx, usable, base)
+                    if p.reminder and not any(s in ctx.signals for s in p.supporting):
+                        r.basis = "reminder"
+                    elif not any(s in ctx.signals for s in p.supporting) and p.severity == "low":
+                        r.basis = "context"  # a low-severity check from the setup's facts alone
+                    recs.append(r)
+            except ODD_VALUE as e:
+                if warnings is not None:
+                    warnings.append(f"rule {rule.id} {rule.name} skipped: a server argument has an unexpected value "
+                                    f"({type(e).__name__}: {str(e)[:120]})")
+    signal_map = {s.id: s for s in signals}
+    for m in select(matches):
+        fr = from_finding(m, ev, engine, catalog, base, signal_map)
+        if not _merge_into(recs, fr, m):
+            recs.append(fr)
+    _resolve_conflicts(recs)
     # a reminder (a check with no symptom behind it) ranks after every proposal this run's
     # symptoms or its own facts support, whatever gain its class's findings measured elsewhere
-    recs.sort(key=lambda r: (id(r) in reminders, -r.score))
+    recs.sort(key=lambda r: (TIERS[r.basis], -r.score))
     for i, r in enumerate(recs, 1):
         r.rank = i
     return recs
 
 
-def combined_command(ev: RunEvidence, engine: str, catalog: Catalog, recs: list[Recommendation]) -> str | None:
+TIERS = {"symptom": 0, "text": 1, "context": 2, "reminder": 3}
+TEXT_MIN = 0.5  # text similarity (rank-based, 1.0 for the best hit) for a finding to be proposed on words alone
+MAX_FROM_FINDINGS = 6
+MAX_CITED = 4  # findings cited by one recommendation  # finding-only proposals per run: past these, the rest are noise
+
+
+def select(matches: list[Match]) -> list[Match]:
+    """Matches that make a proposal: a matched symptom; or words close to the finding's;
+    or a context check: every written context condition held, two or more of them
+    specific (three when the finding also names a symptom this run does not show)."""
+    out = []
+    for m in matches:
+        f = m.finding
+        if m.excluded or f.kind != "finding" or not f.fix_classes or not (f.fix or f.commands):
+            continue
+        specific = len(m.specific_held)
+        context = len(m.context_held) == len(m.context_written) and specific >= (3 if m.evidence_written else 2)
+        if m.symptom or m.text >= TEXT_MIN or context:
+            out.append(m)
+    return out[:MAX_FROM_FINDINGS] if len(out) > MAX_FROM_FINDINGS else out
+
+
+def _basis(m: Match) -> str:
+    return "symptom" if m.symptom else "text" if m.text >= TEXT_MIN else "context"
+
+
+def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog | None,
+                 base: launchcmd.Current | None,
+                 signals: dict[str, Signal]) -> Recommendation:
+    """A finding's fix applied to this run: flag changes as a diff of the launch command,
+    checked against this engine version; its other commands; its gain when close."""
+    f = m.finding
+    notes: list[str] = []
+    flags: list[FlagDiff] = []
+    commands: list[str] = []
+    if engine and catalog:
+        changes, notes = fixflags.for_version(
+            f, engine, catalog, lambda fl: ev.arg(fl, (catalog.flags.get(fl) or {}).get("dest") or fl))
+        for flag, value, written in changes:
+            info = catalog.flags.get(flag) or {}
+            flags.append(FlagDiff(flag=flag, current=ev.arg(flag, info.get("dest") or flag), new=value,
+                                  why=f"from finding {f.id}" + (f" (written {written})" if written != flag else "")))
+        if changes and base:
+            commands.append(base.command(launchcmd.apply(base.argv, [(fl, v, _aliases(catalog, fl))
+                                                                     for fl, v, _ in changes]), ev.launch_env))
+    elif fixflags.flags_of(f):
+        notes.append("engine unknown: the finding's flags are not checked against a version")
+    commands += fixflags.extra_commands(f)
+    basis = _basis(m)
+    close = m.closeness >= COVERS
+    if basis == "symptom":
+        logs = any(c.condition.key in ("log", "log regex") for c in m.hits)
+        severity = "severe" if logs else signal_severity(m, signals)
+        if all(c.condition.key == "signal" for c in m.hits):
+            # a signal has many causes: a rule reading the same signal computes exact values,
+            # a finding matched by it alone counts by how specifically its context held
+            conf = 0.3 + 0.1 * min(len(m.specific_held), 3) + 0.1 * close
+        else:
+            conf = 0.5 + 0.1 * min(len(m.hits), 3) + 0.2 * m.text + 0.1 * close
+    elif basis == "text":
+        severity, conf = "moderate", 0.2 + 0.3 * m.text + 0.1 * close
+    else:
+        severity, conf = "low", 0.2 + 0.2 * m.closeness
+    conf = round(min(conf, 0.95), 2)
+    g = f.best_gain()
+    ratio = round(g.ratio(), 3) if g and g.ratio() and close else None
+    expected = f"{g.describe()} in {f.id} (context {context_line(f) or 'unstated'})" if ratio else None
+    if g and g.ratio() and not close:
+        notes.append(f"{f.id} measured {g.describe()} in another context (similarity {m.closeness:.2f}): "
+                     "the gain here is unmeasured")
+    if not flags:  # nothing to diff against this launch: the finding's own command, for reference
+        notes += [f"the finding's launch command: {c}" for c in f.commands if launchcmd_like(c)][:1]
+    if f.measured_on:
+        notes.append(f"measured on: {f.measured_on}")
+    matched = [f"{f.id}: {c.condition}" for c in m.hits] + [f"{f.id}: {c.condition}" for c in m.context_held]
+    why = _short(f.root_cause or f.fix or f.title)
+    if basis == "text":
+        why = f"this run's words resemble finding {f.id} (text similarity {m.text:.2f}): " + why
+    cited = CitedFinding(id=f.id, title=f.title, similarity=round(m.closeness, 3), gain=g.describe() if g else None,
+                         ratio=round(g.ratio(), 3) if g and g.ratio() else None, context=context_line(f),
+                         source=str(f.sources[0]) if f.sources else "")
+    return Recommendation(rule=f"finding {f.id}", fix_class=f.fix_classes[0], title=_short(f.fix or f.title, 120),
+                          severity=severity, confidence=conf, score=_score(severity, conf, ratio),
+                          expected_gain=expected, expected_ratio=ratio, commands=commands, flags=flags,
+                          rationale=why, evidence=[Evidence(text=f"{c.condition}: {c.detail}") for c in m.hits],
+                          findings=[cited], notes=notes, basis=basis, matched=matched)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rsplit(" ", 1)[0] + "…"
+
+
+def _opposite(r: Recommendation, fr: Recommendation) -> bool:
+    """One removes a flag the other sets."""
+    a = {x.flag: x.new is None for x in r.flags}
+    return any(x.flag in a and a[x.flag] != (x.new is None) for x in fr.flags)
+
+
+def _same_change(r: Recommendation, fr: Recommendation, f: Finding) -> bool:
+    if _opposite(r, fr):
+        return False
+    if f.fix_classes and r.fix_class == f.fix_classes[0] and r.fix_class != "unclassified":
+        return True
+    return bool({x.flag for x in r.flags if x.new is not None} & {x.flag for x in fr.flags if x.new is not None})
+
+
+def _merge_into(recs: list[Recommendation], fr: Recommendation, m: Match) -> bool:
+    """A finding that proposes what a recommendation already proposes joins it: the
+    rule's exact values stay, the finding adds its matched evidence, its other commands
+    and its citation; a matched symptom lifts a context check or reminder."""
+    target = next((r for r in recs if _same_change(r, fr, m.finding)), None)
+    if target is None:
+        return False
+    cited = fr.findings[0]
+    target.findings = ([cited] + [c for c in target.findings if c.id != cited.id])[:MAX_CITED]
+    target.evidence += fr.evidence
+    target.matched += fr.matched or [f"{cited.id}: {fr.basis} ({'text similarity' if fr.basis == 'text' else 'context'})"]
+    have = {x.flag for x in target.flags}
+    for x in fr.flags:
+        if x.flag not in have:
+            target.notes.append(f"finding {cited.id} also sets {x.flag}" + ("" if x.new is True else f" {x.new}"))
+    for c in fr.commands:
+        if c not in target.commands and not launchcmd_like(c):
+            target.commands.append(c)
+    target.notes += [n for n in fr.notes if n not in target.notes]
+    if TIERS[fr.basis] < TIERS[target.basis]:
+        target.basis = fr.basis
+    if fr.basis in ("symptom", "text"):
+        target.confidence = round(min(1.0, max(target.confidence, fr.confidence) + 0.1), 2)
+    if not target.expected_gain and fr.expected_gain:
+        target.expected_gain, target.expected_ratio = fr.expected_gain, fr.expected_ratio
+    target.score = max(_score(target.severity, target.confidence, target.expected_ratio), fr.score)
+    return True
+
+
+def launchcmd_like(cmd: str) -> bool:
+    return bool(fixflags.LAUNCH.search(cmd))
+
+
+def _resolve_conflicts(recs: list[Recommendation]) -> None:
+    """A finding whose symptom matched and that sets a flag a rule would remove (eager
+    mode kept on for a version with a known CUDA-graph regression) wins: the rule's
+    opposite proposal is dropped, and the finding says so."""
+    for fr in [r for r in recs if r.rule.startswith("finding ") and r.basis == "symptom"]:
+        sets = {x.flag for x in fr.flags if x.new is not None}
+        for r in list(recs):
+            if r is fr or r.rule.startswith("finding "):
+                continue
+            if any(x.flag in sets and x.new is None for x in r.flags):
+                recs.remove(r)
+                fr.notes.append(f"{r.rule} would remove {', '.join(sorted(sets))}; this finding's conditions hold "
+                                "for this run, so that proposal is withdrawn")
+
+
+def combined_command(ev: RunEvidence, engine: str | None, catalog: Catalog | None,
+                     recs: list[Recommendation]) -> str | None:
     """Every flag change together, as one launch command."""
+    if not engine or not catalog:
+        return None
     changes = [(f.flag, f.new, _aliases(catalog, f.flag)) for r in recs if r.severity != "low" for f in r.flags]
     if not changes:
         return None

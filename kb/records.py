@@ -106,6 +106,20 @@ class Source(BaseModel):
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
+class Condition(BaseModel):
+    """One "Applies when" condition as written (`key: value`, findings/FORMAT.md);
+    kb.conditions parses it, kb.match checks it against a run. `inferred`: derived
+    by kb from the finding's context or quoted log lines, not written by its author."""
+
+    key: str
+    value: str
+    line: int | None = None
+    inferred: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.value}"
+
+
 class Finding(BaseModel):
     """One thing we learned. `kind` is 'finding' for a complete record, 'note' for a
     section that could not be classified (kept searchable with its source lines)."""
@@ -125,6 +139,8 @@ class Finding(BaseModel):
     tags: list[str] = Field(default_factory=list)
     extra: dict[str, str] = Field(default_factory=dict)
     body: str = ""  # the section's remaining prose, searchable
+    applies_when: list[Condition] = Field(default_factory=list)
+    measured_on: str | None = None  # versions the figures were measured on, and what changed since
 
     @field_validator("id")
     @classmethod
@@ -352,3 +368,7 @@ class Recommendation(BaseModel):
     evidence: list[Evidence] = Field(default_factory=list)
     findings: list[CitedFinding] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
+    # what backs it: "symptom" (a signal or a matched log line / phrase), "text" (the run's
+    # words resemble a finding's), "context" (facts of the setup alone), "reminder" (a check)
+    basis: str = "symptom"
+    matched: list[str] = Field(default_factory=list)  # findings' conditions that held, "id: key: value"

@@ -68,3 +68,9 @@ def word_pairs(question: str) -> list[tuple[str, str, re.Pattern[str]]]:
 def _pairs_in(f: Finding, pairs: list[tuple[str, str, re.Pattern[str]]]) -> int:
     text = " ".join([f.title, *f.symptoms, f.root_cause or "", f.fix or "", *f.commands, f.body]).lower()
     return sum(1 for a, b, rx in pairs if a in text and b in text and rx.search(text))
+
+
+def searcher(index_dir: Path, limit: int = 10):
+    """text → [(finding, score)] over the same index and ranking as `kb ask`: the
+    matcher's text similarity between a run's evidence and the findings."""
+    return lambda text: [(a.finding, a.score) for a in ask(index_dir, text, limit)]

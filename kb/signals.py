@@ -25,6 +25,7 @@ THRESHOLDS: dict[str, dict[str, float]] = {
     "ttft-queueing": {"ttft_ratio": 5.0, "ttft_ms": 2000, "wait_share": 0.3, "wait_ms": 5000},
     "tp-over-pcie": {},
     "gpu-idle": {"util_pct": 30},
+    "low-load": {"max_concurrency": 8},
 }
 
 
@@ -300,6 +301,34 @@ def gpu_idle(ev: RunEvidence, t: dict) -> Signal | None:
                   data={"util_pct": float(util)})
 
 
+def offered_load(r) -> tuple[float | None, str]:
+    """How many requests a benchmark kept in flight: its concurrency limit, else the peak
+    it reports, else the mean by Little's law (request rate x mean latency, computed)."""
+    if r.concurrency:
+        return float(r.concurrency), "max concurrency"
+    if r.peak_concurrency:
+        return float(r.peak_concurrency), "peak concurrent requests"
+    e2e = r.e2e_ms.get("mean")
+    if r.request_throughput and e2e:
+        return r.request_throughput * e2e / 1000, "mean in flight (request rate x mean latency, computed)"
+    return None, ""
+
+
+def low_load(ev: RunEvidence, t: dict) -> Signal | None:
+    """Every benchmark run kept few requests in flight: a latency-bound load, where
+    settings built for large batches (DP attention, wide EP) cost more than they give."""
+    loads = [(offered_load(r), r) for r in ev.bench]
+    loads = [(lv, how, r) for (lv, how), r in loads if lv is not None]
+    if not loads or len(loads) < len(ev.bench):
+        return None
+    lv, how, r = max(loads, key=lambda x: x[0])
+    if lv > t["max_concurrency"]:
+        return None
+    return Signal(id="low-load", title="Low load: few requests in flight", severity="low",
+                  summary=f"the benchmark keeps at most {_fmt(lv)} requests in flight ({how})",
+                  evidence=[_ev(f"{how}: {_fmt(lv)}", r.source)], data={"level": round(lv, 2)})
+
+
 DETECTORS: dict[str, Callable[[RunEvidence, dict], Signal | None]] = {
     "throughput-plateau": throughput_plateau,
     "low-single-stream-decode": low_single_stream_decode,
@@ -310,6 +339,7 @@ DETECTORS: dict[str, Callable[[RunEvidence, dict], Signal | None]] = {
     "ttft-queueing": ttft_queueing,
     "tp-over-pcie": tp_over_pcie,
     "gpu-idle": gpu_idle,
+    "low-load": low_load,
 }
 
 

@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Iterator, TypeVar
 from kb.errors import IndexError_, InputError
 from kb.records import Finding
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2  # 2: findings carry "Applies when" conditions; older indexes are re-read
 T = TypeVar("T")
 Loader = Callable[[Path, str], list[Finding]]
 

@@ -384,3 +384,49 @@ def test_every_rule_has_documented_headings_and_unique_id():
     for r in RULES:
         for heading in ("What it flags:", "Why it matters:", "Evidence:", "Fix:"):
             assert heading in r.doc, (r.id, heading)
+
+
+# ---------------------------------------------------------------- KB113, KB114 and the low-load signal
+
+
+def test_low_load_signal_from_concurrency_peak_or_littles_law():
+    from kb.signals import detect
+
+    def sig(run):
+        return {s.id: s for s in detect(RunEvidence(bench=[run]))}.get("low-load")
+
+    assert sig(BenchRun(tool="vllm-bench", concurrency=4, total_throughput=100)).data["level"] == 4
+    assert sig(BenchRun(tool="vllm-bench", peak_concurrency=6, total_throughput=100)) is not None
+    # 0.5 req/s x 10 s mean latency = 5 in flight (Little's law)
+    s = sig(BenchRun(tool="vllm-bench", request_throughput=0.5, e2e_ms={"mean": 10000}, total_throughput=100))
+    assert s.data["level"] == 5 and "computed" in s.summary
+    assert sig(BenchRun(tool="vllm-bench", concurrency=64, total_throughput=100)) is None
+    assert sig(BenchRun(tool="vllm-bench", total_throughput=100)) is None  # load unknown: not judged
+
+
+def test_dp_attention_off_at_low_load():
+    runs = [BenchRun(tool="sglang-bench", concurrency=2, total_throughput=300)]
+    p = run_rule("dp-attention-low-load", model=GLM5, hw=H100, args={"enable_dp_attention": True, "dp_size": 8},
+                 runs=runs)
+    assert {(c.flag, c.new) for c in p.changes} == {("--enable-dp-attention", None), ("--dp-size", None)}
+    high = [BenchRun(tool="sglang-bench", concurrency=256, total_throughput=3000)]
+    assert run_rule("dp-attention-low-load", model=GLM5, hw=H100, args={"enable_dp_attention": True}, runs=high) is None
+    assert run_rule("dp-attention-low-load", model=GLM5, hw=H100, args={}, runs=runs) is None
+
+
+def test_fp8_checkpoint_for_16_bit_weights_on_fp8_gpus():
+    def fp8(path, model=None, hw=H100, args=None):
+        ev = RunEvidence(engine="sglang", engine_version="0.5.8", model=ModelProfile(**model) if model else None,
+                         hardware=Hardware(**hw), server_args=args or {}, model_path=path,
+                         launch_argv=["python", "-m", "sglang.launch_server", "--model-path", path])
+        ctx = RuleContext(ev=ev, signals={}, engine="sglang", catalog=catalog("sglang", "0.5.8"))
+        (rule,) = [r for r in RULES if r.name == "fp8-checkpoint"]
+        return rule.check(ctx)
+
+    p = fp8("Qwen/Qwen3-14B")
+    assert p.severity == "low" and "--model-path Qwen/Qwen3-14B-FP8" in p.commands[0]
+    assert fp8("Qwen/Qwen3-14B-FP8") is None  # already FP8
+    assert fp8("Qwen/Qwen3-14B", hw=dict(gpu="A100", arch="SM80", count=1)) is None  # no FP8 tensor cores
+    assert fp8("meta-llama/Llama-3.1-8B-Instruct") is None  # no known FP8 release by that publisher
+    assert fp8("Qwen/Qwen3-14B", args={"quantization": "fp8"}) is None  # quantized online already
+    assert fp8("zai-org/GLM-4.5-Air", model=dict(name="GLM-4.5-Air", quantization="fp8", is_moe=True)) is None

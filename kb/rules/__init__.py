@@ -5,7 +5,9 @@ from kb.rules import (
     cuda_graph_ceiling,
     data_parallel_replicas,
     dp_attention,
+    dp_attention_low_load,
     eager_mode,
+    fp8_checkpoint,
     kv_cache_capacity,
     moe_kernel_config,
     moe_runner_backend,
@@ -28,4 +30,6 @@ RULES = [
     eager_mode.RULE,
     async_scheduling.RULE,
     data_parallel_replicas.RULE,
+    dp_attention_low_load.RULE,
+    fp8_checkpoint.RULE,
 ]

@@ -1,0 +1,88 @@
+"""Any text is evidence: the lines of a run's files that findings' `log` and `text`
+conditions can match, and the context prose names.
+
+Every line of a small file is kept (a pasted issue, a chat message, notes, a short
+log); past `MAX_ALL_LINES`, only notable lines (warnings, errors, fallbacks) are
+kept, one per distinct message with its count and first line, so a 10 GB log
+costs bounded memory. Periodic stats lines never reach this reader (ingest.run
+gives them to the log parsers alone).
+"""
+
+from __future__ import annotations
+
+import re
+
+from kb.evidence import TextLine
+from kb.records import Where
+
+MAX_ALL_LINES = 3000  # a file this short is kept whole
+MAX_NOTABLE = 400  # distinct notable messages kept per file
+MAX_LINE = 600
+
+NOTABLE = re.compile(
+    r"\b(?:WARNING|WARN|ERROR|CRITICAL|FATAL)\b|Traceback|Exception|\berror\b|\bwarn|fail|fall(?:ing)? ?back|"
+    r"not supported|unsupported|deprecat|out of memory|\bOOM\b|timed? ?out|retract|preempt|"
+    r"default .{0,40}config|not found|disabl|cannot|unable to|invalid", re.I)
+_VARIABLE = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _key(text: str) -> str:
+    from ingest.markdown import log_message
+
+    return _VARIABLE.sub("#", log_message(text))[:200]
+
+
+class TextLines:
+    """LineParser-shaped (feed / results), fed every line that is not a stats line."""
+
+    kind = "text"
+
+    def __init__(self, path: str) -> None:
+        self.path = str(path)
+        self.all: list[tuple[int, str]] = []
+        self.notable: dict[str, TextLine] = {}
+        self.overflow = False
+
+    def feed(self, lineno: int, line: str) -> None:
+        text = line.strip()
+        if not text:
+            return
+        text = text[:MAX_LINE]
+        if not self.overflow:
+            if len(self.all) < MAX_ALL_LINES:
+                self.all.append((lineno, text))
+            else:
+                self.overflow = True
+        if NOTABLE.search(text):
+            k = _key(text)
+            if k in self.notable:
+                self.notable[k].count += 1
+            elif len(self.notable) < MAX_NOTABLE:
+                self.notable[k] = TextLine(text=text, where=Where(path=self.path, line=lineno), kind="log")
+
+    def results(self, kind: str = "log") -> list[TextLine]:
+        """Every line of a short file, else the notable ones. `kind` is "prose" for a
+        file no format parser recognised."""
+        if not self.overflow:
+            return [TextLine(text=t, where=Where(path=self.path, line=n), kind=kind) for n, t in self.all]
+        return list(self.notable.values())
+
+
+def context_of(lines: list[TextLine]) -> dict:
+    """Engine, version, GPUs, model and quantization that prose names (ingest.markdown's
+    reading of free-form notes)."""
+    from ingest.markdown import _context_from
+
+    return _context_from("\n".join(t.text for t in lines))
+
+
+FLAG_MENTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|(?<![\w-])--[a-z]{3,}\b")
+
+
+def flags_in(lines: list[TextLine]) -> list[str]:
+    out: list[str] = []
+    for t in lines:
+        for f in FLAG_MENTION.findall(t.text):
+            if f not in out:
+                out.append(f)
+    return out

@@ -1,0 +1,469 @@
+"""Findings are rules: every finding's conditions checked against a run's evidence.
+
+Each condition of a finding ("Applies when", findings/FORMAT.md, plus the ones
+kb.conditions infers) is held, unknown (the run does not say) or failed. A failed
+context condition excludes the finding. What remains is scored: a matched evidence
+condition (a log line, a regex, a phrase, a detected signal) counts far more than
+context; then how close the finding's measured context is to this run
+(`similarity`); then text similarity between the run's salient lines and
+the finding, from the same index `kb ask` searches.
+
+This module only judges; kb/recommend.py turns the matches into recommendations.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from kb import conditions as cond
+from kb.evidence import RunEvidence
+from kb.flags import SETTINGS, Catalog, _vkey
+from kb.hardware import lookup_gpu
+from kb.records import SEVERITY_ORDER, Condition, Finding, Signal
+
+HELD, UNKNOWN, FAILED = "held", "unknown", "failed"
+
+# how much one held condition adds to a finding's match strength
+EVIDENCE_WEIGHT = {"log": 3.0, "log regex": 3.0, "signal": 2.0, "text": 2.0}
+CONTEXT_WEIGHT = 0.25
+TEXT_WEIGHT = 1.5  # text similarity 0..1 → up to this much
+TEXT_TOP = 8  # only the best few text hits count as similar
+MOE_FAMILIES = {"deepseek", "kimi", "qwen3-moe", "mixtral", "gpt-oss", "minimax", "glm"}
+
+Search = Callable[[str], list[tuple[Finding, float]]]
+
+
+@dataclass
+class Check:
+    condition: Condition
+    state: str  # held / unknown / failed
+    detail: str  # what the run showed (or did not)
+
+    @property
+    def evidence(self) -> bool:
+        return self.condition.key in cond.EVIDENCE_KEYS
+
+
+@dataclass
+class Match:
+    finding: Finding
+    checks: list[Check]
+    closeness: float = 0.0  # 0..1, context of the measurement against this run
+    text: float = 0.0  # 0..1, text similarity of the evidence to the finding
+    score: float = 0.0
+
+    @property
+    def excluded(self) -> list[Check]:
+        return [c for c in self.checks if not c.evidence and c.state == FAILED]
+
+    @property
+    def hits(self) -> list[Check]:
+        return [c for c in self.checks if c.evidence and c.state == HELD]
+
+    @property
+    def context_held(self) -> list[Check]:
+        return [c for c in self.checks if not c.evidence and c.state == HELD and not c.condition.inferred]
+
+    @property
+    def specific_held(self) -> list[Check]:
+        """Held context conditions that narrow the setup: not the engine (most findings name
+        one) and not a setting's absence (almost every run lacks almost every flag)."""
+        return [c for c in self.context_held if c.condition.key != "engine"
+                and not (c.condition.key == "setting" and cond.parse("setting", c.condition.value).op == "absent")]
+
+    @property
+    def symptom(self) -> bool:
+        """A matched log line, regex or phrase; or a matched signal when every context
+        condition the author wrote held (a signal such as a plateau has many causes: the
+        finding must be about this setup to claim it)."""
+        if any(c.condition.key != "signal" for c in self.hits):
+            return True
+        return bool(self.hits) and all(c.state == HELD for c in self.context_written)
+
+    @property
+    def evidence_written(self) -> bool:
+        return any(c.evidence and not c.condition.inferred for c in self.checks)
+
+    @property
+    def context_written(self) -> list[Check]:
+        return [c for c in self.checks if not c.evidence and not c.condition.inferred]
+
+
+@dataclass
+class Facts:
+    """What the run shows, in the shape conditions ask about."""
+
+    ev: RunEvidence
+    engine: str | None
+    catalog: Catalog | None
+    signals: dict[str, Signal]
+    lines: list = field(default_factory=list)  # TextLine, plus signal and event texts
+
+    @classmethod
+    def of(cls, ev: RunEvidence, engine: str | None, catalog: Catalog | None, signals: list[Signal]) -> "Facts":
+        from kb.evidence import TextLine
+
+        lines = list(ev.text)
+        for t in ev.traces:  # one-off events the log parsers kept (a long log's text keeps only notable lines)
+            lines += [TextLine(text=e.text, where=e.where, kind="log") for e in t.events]
+        return cls(ev, engine, catalog, {s.id: s for s in signals}, lines)
+
+    # -------------------------------------------------------------- settings
+    def setting(self, name: str) -> tuple[bool, object, str | None]:
+        """(the run states its settings, value or None, flag spelling for this version)."""
+        known = bool(self.ev.server_args or self.ev.launch_argv)
+        flag = resolve_flag(f"--{name}", self.engine, self.catalog)[0] if self.engine else None
+        names = [name]
+        if flag and self.catalog:
+            info = self.catalog.flags.get(flag) or {}
+            names = [flag, *(info.get("aliases") or []), info.get("dest") or flag, name]
+        value = self.ev.arg(*names)
+        if value is None:
+            keys = {n.lstrip("-").replace("-", "_") for n in names}
+            value = next((t.startup[k] for t in self.ev.traces for k in keys if t.startup.get(k) is not None), None)
+            known = known or value is not None
+        return known, value, flag
+
+    def family(self) -> str | None:
+        """The model family from config.json, else as the served path or the prose names it."""
+        from kb.vocab import model_in
+
+        m = self.ev.model
+        if m and m.family:
+            return m.family
+        path = self.ev.model_path
+        named = model_in(path) if isinstance(path, str) else None
+        return (named[1] if named else None) or self.ev.text_context.get("model_family")
+
+    def default(self, flag: str | None):
+        if not flag or not self.catalog:
+            return None
+        return (self.catalog.flags.get(flag) or {}).get("default")
+
+
+# ------------------------------------------------------------------ condition checks
+
+
+def _cmp(a: float, op: str, b: float) -> bool:
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "=": a == b, "!=": a != b}[op]
+
+
+def _num_check(p: cond.Parsed, value, what: str) -> tuple[str, str]:
+    if value is None:
+        return UNKNOWN, f"{what} unknown"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return UNKNOWN, f"{what} {value!r} is not a number"
+    ok = all(_cmp(v, op, n) for op, n in p.compare)
+    return (HELD if ok else FAILED), f"{what} {value:g}" if isinstance(value, float) else f"{what} {value}"
+
+
+def _names_check(names: tuple[str, ...], value: str | None, what: str) -> tuple[str, str]:
+    if not value:
+        return UNKNOWN, f"{what} unknown"
+    low = str(value).lower()
+    return (HELD if any(n.lower() == low for n in names) else FAILED), f"{what} {value}"
+
+
+def _model_traits(p: cond.Parsed, f: Facts) -> tuple[str, str]:
+    m = f.ev.model
+    family = f.family()
+    states, said = [], []
+    for t in p.names:
+        if t in ("moe", "dense"):
+            if m is not None:
+                is_moe = m.is_moe
+            elif family:
+                is_moe = family in MOE_FAMILIES
+            else:
+                states.append(UNKNOWN)
+                said.append(f"{t}: model unknown")
+                continue
+            states.append(HELD if is_moe == (t == "moe") else FAILED)
+            said.append("MoE" if is_moe else "dense")
+        elif t == "mla":
+            if not m or not m.attention:
+                states.append(UNKNOWN)
+                said.append("attention kind unknown")
+            else:
+                states.append(HELD if m.attention == "MLA" else FAILED)
+                said.append(f"attention {m.attention}")
+        else:  # hybrid, multimodal: told by the architecture's name
+            arch = (m.architecture or "") if m else ""
+            words = {"hybrid": r"mamba|hybrid|jamba|next|nemotronh|falconh|deltanet|linear",
+                     "multimodal": r"vl|vision|conditionalgeneration|llava|omni|image"}[t]
+            if not arch:
+                states.append(UNKNOWN)
+                said.append(f"{t}: architecture unknown")
+            else:
+                states.append(HELD if re.search(words, arch, re.I) else FAILED)
+                said.append(f"architecture {arch}")
+    state = FAILED if FAILED in states else UNKNOWN if UNKNOWN in states else HELD
+    return state, ", ".join(said)
+
+
+def _quantization(f: Facts) -> str | None:
+    m = f.ev.model
+    if m and m.quantization:
+        return m.quantization
+    q = f.ev.arg("quantization") or f.ev.text_context.get("quantization")
+    if q:
+        return str(q)
+    if m and m.dtype:
+        return {"bfloat16": "bf16", "float16": "fp16"}.get(m.dtype, m.dtype)
+    return None
+
+
+def _find(f: Facts, test: Callable[[str], bool], kinds: tuple[str, ...] = ("log", "prose")) -> tuple[str, str]:
+    lines = [t for t in f.lines if t.kind in kinds]
+    if not lines:
+        return UNKNOWN, "no prose in this run" if kinds == ("prose",) else "no log or text in this run"
+    for t in lines:
+        if test(t.text):
+            where = f"{t.where}: " if t.where else ""
+            return HELD, f"{where}{t.text[:200]}"
+    return FAILED, f"not in {len(lines)} lines of log and text"
+
+
+def _norm_text(s: str) -> str:
+    return " ".join(re.sub(r"[^\w%+.-]+", " ", s.lower()).split())
+
+
+def check(c: Condition, f: Facts) -> Check:
+    try:
+        p = cond.parse(c.key, c.value)
+    except ValueError as e:  # a record stored before its condition was valid: never fatal here
+        return Check(c, UNKNOWN, f"not checkable: {e}")
+    ev, hw, m = f.ev, f.ev.hardware, f.ev.model
+    k = p.key
+    if k == "engine":
+        if not f.engine:
+            return Check(c, UNKNOWN, "engine unknown")
+        if "any" not in p.names and f.engine not in p.names:
+            return Check(c, FAILED, f"engine {f.engine}")
+        ranges = [(op, v) for eng, op, v in p.versions if eng == f.engine]
+        if not ranges:
+            return Check(c, HELD, f"engine {f.engine}")
+        if not ev.engine_version:
+            return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
+        ok = all(_cmp(_vkey(ev.engine_version), op, _vkey(v)) for op, v in ranges)
+        return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")
+    named = ev.text_context.get("gpu")  # a GPU the text names, its count unsaid
+    if k == "gpu":
+        gpu = hw.gpu if hw else named
+        if not gpu:
+            return Check(c, UNKNOWN, "GPU unknown")
+        want = {(lookup_gpu(n).name if lookup_gpu(n) else n).lower() for n in p.names}
+        return Check(c, HELD if gpu.lower() in want else FAILED, f"GPU {gpu}")
+    if k == "gpu arch":
+        from kb.hardware import gpu_arch
+
+        return Check(c, *_names_check(p.names, hw.arch if hw else gpu_arch(named), "architecture"))
+    if k == "gpu count":
+        return Check(c, *_num_check(p, hw.count if hw else None, "GPU count"))
+    if k == "interconnect":
+        if not hw or not hw.interconnect:
+            return Check(c, UNKNOWN, "interconnect unknown")
+        ok = any(hw.interconnect.lower().startswith(n.lower()) for n in p.names)
+        return Check(c, HELD if ok else FAILED, f"interconnect {hw.interconnect}")
+    if k == "model":
+        return Check(c, *_model_traits(p, f))
+    if k == "model family":
+        return Check(c, *_names_check(p.names, f.family(), "model family"))
+    if k == "experts":
+        value = (m.experts if m.is_moe else 0) if m else None
+        return Check(c, *_num_check(p, value, "routed experts"))
+    if k == "params":
+        return Check(c, *_num_check(p, m.params_b if m else None, "parameters (B)"))
+    if k == "context":
+        known, value, _ = f.setting("context-length") if f.engine else (False, None, None)
+        return Check(c, *_num_check(p, value or (m.context_len if m else None), "context length"))
+    if k == "quantization":
+        return Check(c, *_names_check(p.names, _quantization(f), "quantization"))
+    if k == "setting":
+        return _setting_check(c, p, f)
+    if k == "signal":
+        hit = [s for s in p.names if s in f.signals]
+        if hit:
+            s = f.signals[hit[0]]
+            return Check(c, HELD, f"signal {s.id} ({s.severity}): {s.summary}")
+        if not ev.bench and not ev.traces:
+            return Check(c, UNKNOWN, "no benchmark or server log to detect it from")
+        return Check(c, FAILED, "not detected")
+    if k == "log":
+        needle = p.pattern.lower()
+        return Check(c, *_find(f, lambda t: needle in t.lower()))
+    if k == "log regex":
+        return Check(c, *_find(f, lambda t: bool(p.regex.search(t))))
+    if k == "text":  # what people write: prose, not a tool's table or a log
+        needle = _norm_text(p.pattern)
+        return Check(c, *_find(f, lambda t: needle in _norm_text(t), kinds=("prose",)))
+    return Check(c, UNKNOWN, "not checkable")
+
+
+# a server argument of an unexpected shape (a list where one value was meant, `True` for
+# a path) leaves a condition unknown, never a traceback
+ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
+
+
+def _safe_check(c: Condition, f: Facts) -> Check:
+    try:
+        return check(c, f)
+    except ODD_VALUE as e:
+        return Check(c, UNKNOWN, f"not checkable on this run ({type(e).__name__}: {str(e)[:80]})")
+
+
+def _setting_check(c: Condition, p: cond.Parsed, f: Facts) -> Check:
+    if not f.engine:
+        return Check(c, UNKNOWN, "engine unknown: settings cannot be resolved")
+    known, value, flag = f.setting(p.setting)
+    shown = flag or f"--{p.setting}"
+    if not known:
+        return Check(c, UNKNOWN, "the run's server settings are unknown")
+    if flag is None and value is None:
+        return Check(c, UNKNOWN, f"--{p.setting} is not a {f.engine} {f.catalog.version if f.catalog else ''} setting")
+    set_ = value is not None and value is not False
+    if p.op == "present":
+        return Check(c, HELD if set_ else FAILED, f"{shown} {'set' if set_ else 'not set'}")
+    if p.op == "absent":
+        return Check(c, FAILED if set_ else HELD, f"{shown} {'set to ' + str(value) if set_ else 'not set'}")
+    if value is None:
+        value = f.default(flag)
+        if value is None:
+            # the launch is known and does not set it: "> n", ">= n" or "= v" asks for a value
+            # someone set, so it fails; "< n" or "!= v" may hold for the start-up choice
+            if p.op in (">", ">=", "="):
+                return Check(c, FAILED, f"{shown} not set (its default is decided at start-up)")
+            return Check(c, UNKNOWN, f"{shown} not set, and its default is decided at start-up")
+    if p.op in ("=", "!="):
+        same = str(value).lower() == p.operand.lower() or (value is True and p.operand.lower() in ("true", "on"))
+        return Check(c, HELD if same == (p.op == "=") else FAILED, f"{shown} {value}")
+    try:
+        ok = _cmp(float(value), p.op, float(p.operand))
+    except (TypeError, ValueError):
+        return Check(c, UNKNOWN, f"{shown} {value!r} is not a number")
+    return Check(c, HELD if ok else FAILED, f"{shown} {value}")
+
+
+# ------------------------------------------------------------------ flags across versions
+
+
+def resolve_flag(flag: str, engine: str, catalog: Catalog | None) -> tuple[str | None, str | None]:
+    """(the spelling this engine version takes, a note when it differs) or (None, why not)."""
+    if catalog is None:
+        return None, "no flag catalog"
+    if catalog.has(flag):
+        return flag, None
+    for eng, table in SETTINGS.items():  # a renamed setting, or the other engine's spelling
+        for setting, spellings in table.items():
+            if flag in spellings:
+                new = catalog.flag_for(setting)
+                if new:
+                    return new, f"{flag} is spelled {new} in {engine} {catalog.version}"
+    from kb.flags import _load, versions
+
+    for v in reversed(versions(engine)):  # the flag's destination in another version of this engine
+        info = _load(engine, v).get(flag)
+        if info and info.get("dest"):
+            same = [f for f, i in catalog.flags.items() if i.get("dest") == info["dest"]]
+            if same:
+                return same[0], f"{flag} ({engine} {v}) is {same[0]} in {engine} {catalog.version}"
+            break
+    return None, f"{flag} is not a {engine} {catalog.version} flag"
+
+
+# ------------------------------------------------------------------ scoring
+
+# how much each part of the context counts towards similarity
+WEIGHTS = {"engine": 0.2, "arch": 0.25, "family": 0.25, "interconnect": 0.1, "quantization": 0.1,
+           "version": 0.05, "gpu_count": 0.05}
+COVERS = 0.6  # similarity at which a finding's gain is taken as the expected gain
+
+
+def _same(a, b) -> float | None:
+    if a is None or b is None:
+        return None
+    return 1.0 if str(a).lower() == str(b).lower() else 0.0
+
+
+def similarity(ev: RunEvidence, f: Finding, engine: str) -> float:
+    """0..1: a field unknown on either side counts half (a generic finding is half-relevant)."""
+    c = f.context
+    hw, m = ev.hardware, ev.model
+    version = None
+    if c.engine_version and ev.engine_version:
+        version = 1.0 if c.engine_version.split(".")[:2] == ev.engine_version.split(".")[:2] else 0.0
+    engine_match = None if (c.engine in (None, "any")) else _same(c.engine, engine)
+    parts = {
+        "engine": engine_match,
+        "arch": _same(c.arch(), hw.arch if hw else None),
+        "family": _same(c.model_family, m.family if m else None),
+        "interconnect": _same(c.interconnect, hw.interconnect if hw else None),
+        "quantization": _same(c.quantization, m.quantization if m else None),
+        "version": version,
+        "gpu_count": _same(c.gpu_count, hw.count if hw else None),
+    }
+    return sum(WEIGHTS[k] * (0.5 if v is None else v) for k, v in parts.items())
+
+
+
+
+def evidence_query(f: Facts) -> str:
+    """The run's own words, as one query for the index: warning and error lines of its
+    logs and the lines of its prose. Empty when the run says nothing in words (a
+    benchmark block and a launch command): then signals and context decide alone."""
+    parts = [t.text for t in f.lines if t.kind == "log" and _LOGGED_PROBLEM.search(t.text)][:30]
+    parts += [t.text for t in f.lines if t.kind == "prose" and _wordy(t.text)][:200]
+    return "\n".join(parts)[:6000]
+
+
+_TABLE_ROW = re.compile(r"^[\w ()/%.,#-]{1,60}:(?:\s+[-+\d.,]+\s*[\w/%]*|\s{2,}\S.*)\s*$|^[\s=|+*#-]*$|^\s*[=#*-]{3,}.*[=#*-]{3,}\s*$")
+MIN_QUERY_WORDS = 6  # fewer distinct words than this is not a description of anything
+_THREE_WORDS = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
+
+
+def _wordy(text: str) -> bool:
+    """A line of words, not a row of a tool's table ("Mean TTFT (ms): 123.4") or a rule line."""
+    return bool(_THREE_WORDS.search(text)) and not _TABLE_ROW.match(text)
+
+
+# a line a program printed about a problem (benchmark tables and launch commands are not)
+_LOGGED_PROBLEM = re.compile(r"\b(?:WARNING|WARN|ERROR|CRITICAL|FATAL)\b|Traceback|\w+(?:Error|Exception):", re.I)
+
+
+def text_scores(query: str, search: Search | None) -> dict[str, float]:
+    """Finding id → 0..1: the best hits of the evidence's text in the index, by rank."""
+    if search is None or len(set(re.findall(r"[a-z]{3,}", query.lower()))) < MIN_QUERY_WORDS:
+        return {}
+    hits = search(query)[:TEXT_TOP]
+    return {f.id: round(0.85 ** i, 3) for i, (f, _) in enumerate(hits)}
+
+
+def match_all(ev: RunEvidence, engine: str | None, catalog: Catalog | None, signals: list[Signal],
+              findings: list[Finding], search: Search | None = None) -> list[Match]:
+    """Every finding with a fix, checked and scored; excluded ones included (for --why)."""
+    facts = Facts.of(ev, engine, catalog, signals)
+    text = text_scores(evidence_query(facts), search)
+    out = []
+    for f in findings:
+        checks = [_safe_check(c, facts) for c in cond.all_conditions(f)]
+        m = Match(f, checks, closeness=similarity(ev, f, engine or ""), text=text.get(f.id, 0.0))
+        m.score = round(sum(EVIDENCE_WEIGHT[c.condition.key] for c in m.hits)
+                        + CONTEXT_WEIGHT * len(m.context_held) + m.closeness + TEXT_WEIGHT * m.text, 3)
+        out.append(m)
+    out.sort(key=lambda m: (bool(m.excluded), -m.score))
+    return out
+
+
+def signal_severity(m: Match, signals: dict[str, Signal]) -> str:
+    """The strongest severity among the signals a finding matched (moderate at least)."""
+    best = "moderate"
+    for c in m.hits:
+        if c.condition.key == "signal":
+            for s in cond.parse(c.condition.key, c.condition.value).names:
+                if s in signals and SEVERITY_ORDER[signals[s].severity] > SEVERITY_ORDER[best]:
+                    best = signals[s].severity
+    return best
