@@ -146,6 +146,9 @@ def show(finding_id: str = typer.Argument(..., metavar="ID"), as_json: bool = ty
     if f is None:
         raise NotFoundError(f"no finding with id {finding_id!r} (try `kb ask`)")
     typer.echo(json.dumps(render.finding_json(f), indent=2) if as_json else render.finding_full(f))
+    if not as_json:
+        for line in render.source_files(f):
+            typer.echo(line)
 
 
 def _run_options(paths, config, gpu, engine, launch, thresholds):
