@@ -194,6 +194,15 @@ def _number(path: str, line: int, column: str, cell: str) -> float | None:
     return v
 
 
+COMPUTED = re.compile(r"\s*\(computed\)\s*$", re.I)
+
+
+def _metric_cell(cell: str) -> tuple[str, bool]:
+    """A Metric cell ending in "(computed)" marks a gain derived by arithmetic, not measured."""
+    metric = COMPUTED.sub("", cell)
+    return metric, metric != cell
+
+
 def _canonical(sec: Section, path: str) -> Finding:
     fields: dict[str, tuple[str, int]] = {}
     extra: dict[str, str] = {}
@@ -234,7 +243,8 @@ def _canonical(sec: Section, path: str) -> Finding:
             cells = cells + [""] * (6 - len(cells))
             conc = _number(path, line, "Concurrency", cells[4])
             runs = _number(path, line, "Runs", cells[5])
-            gains.append(Gain(metric=cells[0], before=_number(path, line, "Before", cells[1]),
+            metric, computed = _metric_cell(cells[0])
+            gains.append(Gain(metric=metric, computed=computed, before=_number(path, line, "Before", cells[1]),
                               after=_number(path, line, "After", cells[2]),
                               unit=cells[3].strip() or None if cells[3].strip() != "-" else None,
                               concurrency=int(conc) if conc is not None else None,
@@ -508,6 +518,7 @@ def render(f: Finding) -> str:
     if f.gains:
         lines += ["", "| Metric | Before | After | Unit | Concurrency | Runs |", "|---|---|---|---|---|---|"]
         for g in f.gains:
-            lines.append(f"| {g.metric} | {_fmt_num(g.before)} | {_fmt_num(g.after)} | {g.unit or '-'} | "
+            metric = f"{g.metric} (computed)" if g.computed else g.metric
+            lines.append(f"| {metric} | {_fmt_num(g.before)} | {_fmt_num(g.after)} | {g.unit or '-'} | "
                          f"{g.concurrency if g.concurrency is not None else '-'} | {g.runs if g.runs is not None else '-'} |")
     return "\n".join(lines) + "\n"

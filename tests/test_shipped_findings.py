@@ -19,6 +19,11 @@ def test_at_least_60_complete_findings(shipped):
     assert len([f for f in shipped if f.kind == "finding"]) >= 60
 
 
+def test_no_shipped_finding_lacks_a_required_field(shipped):
+    for f in shipped:
+        assert f.kind == "finding" and not f.missing_required(), (f.id, f.missing_required())
+
+
 def test_every_finding_names_a_source(shipped):
     for f in shipped:
         assert any(s.url or s.path for s in f.sources), f.id
