@@ -34,6 +34,7 @@ class Item:
     text: str
     line: int
     in_list: bool = False
+    depth: int = 0  # list nesting: 1 for a top-level bullet, 2 for a bullet inside it
 
 
 @dataclass
@@ -97,7 +98,7 @@ def parse_sections(text: str) -> list[Section]:
             in_list -= 1
         elif t == "inline" and table is None:
             line = tok.map[0] + 1 if tok.map else current.line_start
-            current.items.append(Item(tok.content.strip(), line, in_list > 0))
+            current.items.append(Item(tok.content.strip(), line, in_list > 0, in_list))
         elif t in ("fence", "code_block"):
             line = tok.map[0] + 1 if tok.map else current.line_start
             current.fences.append((tok.info.strip(), tok.content.rstrip("\n"), line))
@@ -207,9 +208,20 @@ def _canonical(sec: Section, path: str) -> Finding:
     fields: dict[str, tuple[str, int]] = {}
     extra: dict[str, str] = {}
     body: list[str] = []
+    applies: list[str] = []
+    under: int | None = None  # depth of the "Applies when" bullet while reading its conditions
     for item in sec.items:
+        if under is not None and item.in_list and item.depth > under:
+            applies.append(_condition(path, item))
+            continue
+        under = None
         f = _field(item) if item.in_list else None
-        if f and f[0] in LABELS:
+        if f and f[0] == APPLIES_WHEN:
+            under = item.depth
+            if f[1]:
+                raise InputError(path, "'Applies when' takes its conditions as nested bullets, one per line",
+                                 item.line)
+        elif f and f[0] in LABELS:
             fields[LABELS[f[0]]] = (f[1], item.line)
         elif f:
             extra[f[0]] = f[1]
@@ -259,10 +271,23 @@ def _canonical(sec: Section, path: str) -> Finding:
             commands=[content for _, content, _ in sec.fences],
             gains=gains, sources=[Source.parse(s) for s in _split(get("sources"), ",")],
             confidence=confidence, tags=_split(get("tags"), ","), extra=extra,
-            body="\n".join(body),
+            applies_when=applies, body="\n".join(body),
         )
     except ValueError as e:  # pydantic ValidationError is a ValueError
         raise InputError(path, f"section {sec.title!r}: {_first_error(e)}", fields.get("id", ("", sec.line_start))[1]) from None
+
+
+APPLIES_WHEN = "applies when"
+
+
+def _condition(path: str, item: Item) -> str:
+    """One nested bullet under "Applies when", checked against FORMAT.md's grammar."""
+    from kb.conditions import parse_condition
+
+    try:
+        return str(parse_condition(item.text))
+    except ValueError as e:
+        raise InputError(path, f"Applies when: {e}", item.line) from None
 
 
 def _first_error(e: Exception) -> str:
@@ -505,8 +530,11 @@ def render(f: Finding) -> str:
     add("Confidence", f.confidence)
     add("Sources", ", ".join(str(s) for s in f.sources))
     add("Tags", ", ".join(f.tags))
+    if f.applies_when:
+        lines.append("- **Applies when:**")
+        lines += [f"  - {c}" for c in f.applies_when]
     for k, v in f.extra.items():
-        add(k, v)
+        add(k[:1].upper() + k[1:], v)  # labels are read case-insensitively and kept lower-case
     if f.body:
         lines += ["", *[p for para in f.body.split("\n") for p in (para, "")]]
         lines.pop()

@@ -138,6 +138,8 @@ class Finding(BaseModel):
     confidence: Confidence = "low"
     tags: list[str] = Field(default_factory=list)
     extra: dict[str, str] = Field(default_factory=dict)
+    # "Applies when" conditions, one `key: value` each (grammar: findings/FORMAT.md, kb/conditions.py)
+    applies_when: list[str] = Field(default_factory=list)
     body: str = ""  # the section's remaining prose, searchable
 
     @field_validator("id")

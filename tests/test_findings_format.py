@@ -130,3 +130,40 @@ def test_report_lists_a_missing_gains_table_apart_from_missing_required_fields()
     assert {"root_cause", "fix", "fix_classes"} <= set(row["missing"])  # GOOD has none of these
     note = parse_findings("# n\n\n## A note\n\nsome words only\n", "n.md")[0]
     assert note.kind == "note" and "gains" in _report_row(note)["missing"]
+
+
+APPLIES = GOOD.replace("- **Sources:** https://example.org/x\n", """- **Sources:** https://example.org/x
+- **Applies when:**
+  - engine: sglang >=0.5.0,<0.5.10
+  - gpu arch: SM120
+  - setting: max-running-requests <256
+  - signal: throughput-plateau
+  - log: "Using default MoE kernel config"
+  - log regex: `KV cache pool is full\\. Retract requests`
+- **Measured on:** sglang 0.5.8
+""")
+
+
+def test_applies_when_conditions_are_read_and_written_back():
+    (f,) = parse_findings(APPLIES, "t.md")
+    assert f.applies_when[0] == "engine: sglang >=0.5.0,<0.5.10" and len(f.applies_when) == 6
+    assert f.extra["measured on"] == "sglang 0.5.8"
+    assert "Applies when" not in f.body and "engine:" not in f.body
+    (back,) = parse_findings("# F\n\n" + render(f), "t.md")
+    assert back == f
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ("  - gpu arch: Blackwell", "SM90"),
+    ("  - signal: Throughput Plateau", "signal id"),
+    ("  - log: Using default MoE kernel config", "double quotes"),
+    ("  - log regex: `KV cache (`", "regular expression"),
+    ("  - colour: blue", "unknown condition key"),
+    ("  - engine: tgi >=1.0", "engine names"),
+    ("  - setting: max-running-requests", "present, absent"),
+])
+def test_a_bad_condition_is_an_error_naming_its_line(bad, expected):
+    text = APPLIES.replace("  - gpu arch: SM120", bad)
+    with pytest.raises(InputError) as e:
+        parse_findings(text, "t.md")
+    assert e.value.line == 11 and expected in str(e.value)  # the gpu arch line

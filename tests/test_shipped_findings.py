@@ -1,13 +1,18 @@
 """The knowledge we ship: enough of it, every finding sourced, commands exact."""
 
+import json
 import re
+from pathlib import Path
 
 import pytest
 
 from ingest.detect import split_paths
 from ingest.markdown import read_findings
 from kb.store import STORIES_DIR, findings_files, shipped_findings_dir, shipped_source_file
+from kb.conditions import ENGINES, parse_condition, setting_name
 from kb.vocab import FIX_CLASSES
+
+KB = Path(__file__).resolve().parents[1] / "kb"
 
 
 @pytest.fixture(scope="module")
@@ -88,3 +93,42 @@ def test_coverage_of_engines_gpus_and_models(shipped):
         assert gpu in text, gpu
     for model in ("deepseek", "kimi", "glm", "qwen3", "gpt-oss", "llama"):
         assert model in text, model
+
+
+def _flag_names() -> set[str]:
+    """Every spelling (without dashes) any catalogued sglang or vLLM version accepts."""
+    names = set()
+    for p in (KB / "data" / "flags").glob("*.json"):
+        for flag, spec in json.loads(p.read_text())["flags"].items():
+            names.update(a.lstrip("-") for a in spec.get("aliases") or [flag])
+    return names
+
+
+def test_every_finding_says_when_it_applies_and_what_it_was_measured_on(shipped):
+    for f in shipped:
+        assert f.applies_when, f.id
+        assert len(f.extra.get("measured on", "")) > 20, f.id
+
+
+def test_conditions_name_real_signals_settings_and_engines(shipped):
+    signals = set(re.findall(r'id="([a-z0-9-]+)"', (KB / "signals.py").read_text()))
+    flags = _flag_names()
+    seen = {"signal": 0, "setting": 0, "log": 0}
+    for f in shipped:
+        for text in f.applies_when:
+            c = parse_condition(text)  # the grammar of findings/FORMAT.md
+            if c.key == "signal":
+                assert c.value in signals, (f.id, text)
+            elif c.key == "setting":
+                assert setting_name(c) in flags, (f.id, text)
+            elif c.key == "engine":
+                assert set(re.findall(r"[a-z]+", c.value.split(" ")[0])) <= set(ENGINES), (f.id, text)
+            seen[c.key.split(" ")[0]] = seen.get(c.key.split(" ")[0], 0) + 1
+    # the conditions are not all context: runs show signals, settings and log lines
+    assert seen["signal"] >= 20 and seen["setting"] >= 30 and seen["log"] >= 15, seen
+
+
+def test_a_version_bound_fix_names_its_versions(shipped):
+    by_id = {f.id: f for f in shipped}
+    for fid, bound in (("vllm-async-scheduling", "<0.14"), ("hw-gpt-oss-hopper-mxfp4-marlin", "<0.13")):
+        assert any(c.startswith("engine:") and bound in c for c in by_id[fid].applies_when), fid
