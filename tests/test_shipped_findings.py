@@ -132,3 +132,13 @@ def test_a_version_bound_fix_names_its_versions(shipped):
     by_id = {f.id: f for f in shipped}
     for fid, bound in (("vllm-async-scheduling", "<0.14"), ("hw-gpt-oss-hopper-mxfp4-marlin", "<0.13")):
         assert any(c.startswith("engine:") and bound in c for c in by_id[fid].applies_when), fid
+
+
+def test_kb_show_says_where_a_cited_story_lies(shipped):
+    from kb.render import source_files
+
+    (f,) = [f for f in shipped if f.id == "glm5-flashinfer-cutlass-moe-sm120"]
+    lines = source_files(f)
+    assert lines and all(line.startswith("source file: ") for line in lines)
+    path = lines[0].removeprefix("source file: ").rsplit(":", 1)[0]
+    assert Path(path).is_file() and "3,740" in Path(path).read_text(encoding="utf-8")
