@@ -18,8 +18,7 @@ ENGINES = ("sglang", "vllm", "trtllm", "any")
 
 _CMP = r"(?:[<>]=?|==?|!=)"
 _VERSION = r"\d+(?:\.\d+)*(?:[a-z]+\d*)?"
-_ENGINE = re.compile(rf"^(?P<names>[a-z]+(?:\s*,\s*[a-z]+)*)"
-                     rf"(?:\s+(?P<range>{_CMP}\s*{_VERSION}(?:\s*,\s*{_CMP}\s*{_VERSION})*))?$")
+_ENGINE_PART = re.compile(rf"^(?:(?P<name>[a-z]+)(?:\s+{_CMP}\s*{_VERSION})?|{_CMP}\s*{_VERSION})$")
 _NUMBERS = re.compile(rf"^{_CMP}?\s*\d+(?:\.\d+)?B?(?:\s*,\s*{_CMP}\s*\d+(?:\.\d+)?B?)*$")
 _ARCH = re.compile(r"^(?:SM\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)$")
 _SETTING = re.compile(rf"^(?P<name>[a-z0-9][a-z0-9-]*)\s+(?P<test>present|absent|{_CMP}\s*\S+|=\s*\S.*)$")
@@ -59,8 +58,13 @@ def parse_condition(text: str) -> Condition:
 
 
 def _engine(v: str) -> bool:
-    m = _ENGINE.match(v)
-    return bool(m) and all(n in ENGINES for n in _items(m.group("names")))
+    """`sglang`, `vllm, sglang`, `sglang >=0.5.0,<0.5.10` or one range per engine
+    (`vllm >=0.10.2, sglang >=0.5.8`): comma-separated parts, each an engine name with an
+    optional comparison, or a further comparison for the engine before it."""
+    parts = [_ENGINE_PART.match(p) for p in _items(v)]
+    if not parts or not all(parts) or not parts[0].group("name"):
+        return False
+    return all(m.group("name") in ENGINES for m in parts if m.group("name"))
 
 
 def _regex(v: str) -> bool:

@@ -144,6 +144,14 @@ APPLIES = GOOD.replace("- **Sources:** https://example.org/x\n", """- **Sources:
 """)
 
 
+@pytest.mark.parametrize("value", ["sglang", "vllm, sglang", "sglang >=0.5.0,<0.5.10", "vllm >=0.10.2, sglang >=0.5.8",
+                                   "vllm <0.14"])
+def test_engine_conditions_take_one_range_or_one_per_engine(value):
+    from kb.conditions import parse_condition
+
+    assert parse_condition(f"engine: {value}").value == value
+
+
 def test_applies_when_conditions_are_read_and_written_back():
     (f,) = parse_findings(APPLIES, "t.md")
     assert f.applies_when[0] == "engine: sglang >=0.5.0,<0.5.10" and len(f.applies_when) == 6
