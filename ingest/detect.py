@@ -41,6 +41,7 @@ def _results_only(head: bytes) -> bool:
 def split_paths(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, str]]]:
     """(findings files, run-evidence files, skipped with why) for files and directories."""
     from ingest.run import walk
+    from kb.store import is_story
 
     findings, evidence, skipped = [], [], []
     for p, why in walk(paths):
@@ -48,6 +49,8 @@ def split_paths(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[P
             skipped.append((p, why))
         elif p.name == "FORMAT.md":
             continue
+        elif is_story(p):
+            skipped.append((p, "a source document the shipped findings cite, not findings"))
         elif is_findings(p):
             findings.append(p)
         else:

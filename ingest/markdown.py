@@ -213,6 +213,15 @@ def _condition(item: Item, path: str) -> Condition:
     return Condition(key=key, value=value, line=item.line)
 
 
+COMPUTED = re.compile(r"\s*\(computed\)\s*$", re.I)
+
+
+def _metric_cell(cell: str) -> tuple[str, bool]:
+    """A Metric cell ending in "(computed)" marks a gain derived by arithmetic, not measured."""
+    metric = COMPUTED.sub("", cell)
+    return metric, metric != cell
+
+
 def _canonical(sec: Section, path: str) -> Finding:
     fields: dict[str, tuple[str, int]] = {}
     extra: dict[str, str] = {}
@@ -265,7 +274,8 @@ def _canonical(sec: Section, path: str) -> Finding:
             cells = cells + [""] * (6 - len(cells))
             conc = _number(path, line, "Concurrency", cells[4])
             runs = _number(path, line, "Runs", cells[5])
-            gains.append(Gain(metric=cells[0], before=_number(path, line, "Before", cells[1]),
+            metric, computed = _metric_cell(cells[0])
+            gains.append(Gain(metric=metric, computed=computed, before=_number(path, line, "Before", cells[1]),
                               after=_number(path, line, "After", cells[2]),
                               unit=cells[3].strip() or None if cells[3].strip() != "-" else None,
                               concurrency=int(conc) if conc is not None else None,
@@ -284,6 +294,8 @@ def _canonical(sec: Section, path: str) -> Finding:
         )
     except ValueError as e:  # pydantic ValidationError is a ValueError
         raise InputError(path, f"section {sec.title!r}: {_first_error(e)}", fields.get("id", ("", sec.line_start))[1]) from None
+
+
 
 
 def _first_error(e: Exception) -> str:
@@ -612,6 +624,7 @@ def render(f: Finding) -> str:
     if f.gains:
         lines += ["", "| Metric | Before | After | Unit | Concurrency | Runs |", "|---|---|---|---|---|---|"]
         for g in f.gains:
-            lines.append(f"| {g.metric} | {_fmt_num(g.before)} | {_fmt_num(g.after)} | {g.unit or '-'} | "
+            metric = f"{g.metric} (computed)" if g.computed else g.metric
+            lines.append(f"| {metric} | {_fmt_num(g.before)} | {_fmt_num(g.after)} | {g.unit or '-'} | "
                          f"{g.concurrency if g.concurrency is not None else '-'} | {g.runs if g.runs is not None else '-'} |")
     return "\n".join(lines) + "\n"

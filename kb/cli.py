@@ -76,7 +76,9 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run 
         if report:
             for r in fr.records:
                 row = _report_row(r)
-                typer.echo(f"  {r.id} [{r.kind}] found: {', '.join(row['found']) or '-'}; missing: {', '.join(row['missing']) or '-'}")
+                absent = f"; not given: {', '.join(row['absent'])}" if row["absent"] else ""
+                typer.echo(f"  {r.id} [{r.kind}] found: {', '.join(row['found']) or '-'}; "
+                           f"missing: {', '.join(row['missing']) or '-'}{absent}")
     from kb.render import file_line
 
     for f in run_files:
@@ -94,10 +96,13 @@ def _resolved(p: str) -> str:
 
 
 def _report_row(r) -> dict:
-    missing = r.missing_fields()
+    # a canonical finding lacks only what FORMAT.md requires; optional parts it does not
+    # give (a gains table when the source measured nothing) are listed apart
+    absent = r.missing_fields()
+    missing = r.missing_required() if r.kind == "finding" else absent
     fields = ["symptoms", "root_cause", "fix", "fix_classes", "commands", "gains", "sources", "context"]
-    return {"id": r.id, "kind": r.kind, "title": r.title, "found": [f for f in fields if f not in missing],
-            "missing": missing}
+    return {"id": r.id, "kind": r.kind, "title": r.title, "found": [f for f in fields if f not in absent],
+            "missing": missing, "absent": [f for f in absent if f not in missing]}
 
 
 @app.command()
@@ -153,6 +158,9 @@ def show(finding_id: str = typer.Argument(..., metavar="ID"), as_json: bool = ty
     if f is None:
         raise NotFoundError(f"no finding with id {finding_id!r} (try `kb ask`)")
     typer.echo(json.dumps(render.finding_json(f), indent=2) if as_json else render.finding_full(f))
+    if not as_json:
+        for line in render.source_files(f):
+            typer.echo(line)
 
 
 def _run_options(paths, config, gpu, engine, launch, thresholds):

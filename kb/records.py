@@ -18,6 +18,7 @@ Confidence = Literal["low", "medium", "high"]
 
 LOWER_IS_BETTER_UNITS = {"ms", "s", "sec", "seconds", "us", "µs", "μs"}
 LOWER_IS_BETTER_METRICS = ("ttft", "tpot", "itl", "latency", "e2e")
+COMPUTED_NOTE = "; computed, not measured"
 
 
 class Context(BaseModel):
@@ -52,6 +53,9 @@ class Gain(BaseModel):
     unit: str | None = None
     concurrency: int | None = None
     runs: int | None = None
+    # True when the source did not measure this before/after pair: kb's finding derived
+    # it by arithmetic from the source's figures (e.g. 2 x one replica's throughput)
+    computed: bool = False
 
     def lower_is_better(self) -> bool:
         unit = (self.unit or "").lower()
@@ -69,10 +73,12 @@ class Gain(BaseModel):
         at = f" at {self.concurrency} concurrency" if self.concurrency else ""
         if self.before is not None and self.after is not None:
             r = self.ratio()
-            x = f" ({units.factor(r)})" if r else ""
+            x = (f" ({units.factor(r)}{COMPUTED_NOTE if self.computed else ''})" if r else
+                 f" ({COMPUTED_NOTE[2:]})" if self.computed else "")
             return f"{self.metric}: {units.change(self.before, self.after, self.unit)}{at}{x}"
         val = self.after if self.after is not None else self.before
-        return f"{self.metric}: {units.quantity(val, self.unit)}{at}" if val is not None else self.metric
+        note = f" ({COMPUTED_NOTE[2:]})" if self.computed else ""
+        return f"{self.metric}: {units.quantity(val, self.unit)}{at}{note}" if val is not None else self.metric
 
 
 class Source(BaseModel):
@@ -104,6 +110,8 @@ class Source(BaseModel):
 
 
 SLUG = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+# the labels findings/FORMAT.md marks required (ID and Confidence always parse to a value)
+REQUIRED_FIELDS = ("symptoms", "root_cause", "fix", "fix_classes", "sources")
 
 
 class Condition(BaseModel):
@@ -138,6 +146,8 @@ class Finding(BaseModel):
     confidence: Confidence = "low"
     tags: list[str] = Field(default_factory=list)
     extra: dict[str, str] = Field(default_factory=dict)
+    # "Applies when" conditions, one `key: value` each (grammar: findings/FORMAT.md, kb/conditions.py)
+    applies_when: list[str] = Field(default_factory=list)
     body: str = ""  # the section's remaining prose, searchable
     applies_when: list[Condition] = Field(default_factory=list)
     measured_on: str | None = None  # versions the figures were measured on, and what changed since
@@ -152,6 +162,11 @@ class Finding(BaseModel):
     def best_gain(self) -> Gain | None:
         rated = [g for g in self.gains if g.ratio()]
         return max(rated, key=lambda g: g.ratio()) if rated else (self.gains[0] if self.gains else None)
+
+    def missing_required(self) -> list[str]:
+        """The fields findings/FORMAT.md requires that this record lacks. A measured gain
+        is optional there: a source with no before/after figures gives none."""
+        return [f for f in self.missing_fields() if f in REQUIRED_FIELDS]
 
     def missing_fields(self) -> list[str]:
         """Fields a complete finding has and this one lacks (for `kb ingest --report`)."""

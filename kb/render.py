@@ -83,3 +83,17 @@ def signal_lines(s, indent: str = "", evidence: int = 4) -> list[str]:
     lines = [f"{indent}[{s.severity.upper()}] {s.id}: {s.summary}"]
     lines += [f"{indent}    · {e.text}" + (f"  ({e.where})" if e.where else "") for e in s.evidence[:evidence]]
     return lines
+
+
+def source_files(f: Finding) -> list[str]:
+    """Where a source that is a shipped document lies on this machine, so a cited
+    `findings/stories/...:12-20` can be opened from any install."""
+    from kb.store import shipped_source_file
+
+    out = []
+    for s in f.sources:
+        local = shipped_source_file(s.path) if s.path else None
+        if local:
+            lines = f":{s.line_start}-{s.line_end}" if s.line_start else ""
+            out.append(f"source file: {local}{lines}")
+    return out

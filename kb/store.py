@@ -46,6 +46,26 @@ def shipped_findings_dir() -> Path | None:
     return None
 
 
+# Source documents the shipped findings cite (retold stories), kept beside the findings
+# so they ship in the wheel; they are read by people, never as findings.
+STORIES_DIR = "stories"
+
+
+def shipped_source_file(path: str) -> Path | None:
+    """The file a shipped finding cites as `findings/...`, wherever kb is installed
+    (a checkout's findings/ or the wheel's kb/shipped_findings/), or None."""
+    shipped = shipped_findings_dir()
+    if not shipped or not path.startswith("findings/"):
+        return None
+    p = shipped / path[len("findings/"):]
+    return p if p.is_file() else None
+
+
+def is_story(p: Path) -> bool:
+    shipped = shipped_findings_dir()
+    return bool(shipped) and p.resolve().parent == (shipped / STORIES_DIR).resolve()
+
+
 def findings_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.md") if p.name not in ("FORMAT.md", "README.md"))
 

@@ -33,7 +33,8 @@ contexts = st.builds(
 )
 gains = st.builds(Gain, metric=phrase, before=num, after=num,
                   unit=st.one_of(st.none(), st.sampled_from(["tok/s", "ms", "x", "%"])),
-                  concurrency=st.one_of(st.none(), st.integers(1, 4096)), runs=st.one_of(st.none(), st.integers(1, 20)))
+                  concurrency=st.one_of(st.none(), st.integers(1, 4096)), runs=st.one_of(st.none(), st.integers(1, 20)),
+                  computed=st.booleans())
 sources = st.one_of(
     st.builds(Source, url=st.from_regex(r"https://github\.com/[a-z]{1,8}/[a-z]{1,8}/issues/[0-9]{1,5}", fullmatch=True)),
     st.builds(lambda p, a, n: Source(path=p, line_start=a, line_end=a + n),
@@ -104,3 +105,73 @@ def test_duplicate_id_in_a_file_is_an_error():
 
 def test_latency_gain_counts_lower_as_better():
     assert Gain(metric="TTFT", before=1250, after=875, unit="ms").ratio() == pytest.approx(1250 / 875)
+
+
+def test_a_computed_gain_is_read_and_shown_as_computed():
+    text = GOOD.replace("| total throughput | 880 |", "| total throughput (computed) | 880 |")
+    (f,) = parse_findings(text, "t.md")
+    g = f.gains[0]
+    assert g.computed and g.metric == "total throughput"
+    assert "computed, not measured" in g.describe()
+    assert "(computed)" in render(f)
+    from kb.render import finding_json, finding_summary  # what kb ask and kb show --json print
+    assert "computed, not measured" in " ".join(finding_summary(f).split())  # the summary wraps lines
+    assert finding_json(f)["gains"][0]["computed"] is True
+    (measured,) = parse_findings(GOOD, "t.md")
+    assert not measured.gains[0].computed and "computed" not in measured.gains[0].describe()
+
+
+def test_report_lists_a_missing_gains_table_apart_from_missing_required_fields():
+    from kb.cli import _report_row
+
+    (no_gains,) = parse_findings(GOOD.split("| Metric")[0], "t.md")
+    row = _report_row(no_gains)
+    assert "gains" not in row["missing"] and "gains" in row["absent"]
+    assert {"root_cause", "fix", "fix_classes"} <= set(row["missing"])  # GOOD has none of these
+    note = parse_findings("# n\n\n## A note\n\nsome words only\n", "n.md")[0]
+    assert note.kind == "note" and "gains" in _report_row(note)["missing"]
+
+
+APPLIES = GOOD.replace("- **Sources:** https://example.org/x\n", """- **Sources:** https://example.org/x
+- **Applies when:**
+  - engine: sglang >=0.5.0,<0.5.10
+  - gpu arch: SM120
+  - setting: max-running-requests <256
+  - signal: throughput-plateau
+  - log: "Using default MoE kernel config"
+  - log regex: `KV cache pool is full\\. Retract requests`
+- **Measured on:** sglang 0.5.8
+""")
+
+
+@pytest.mark.parametrize("value", ["sglang", "vllm, sglang", "sglang >=0.5.0,<0.5.10", "vllm >=0.10.2, sglang >=0.5.8",
+                                   "vllm <0.14"])
+def test_engine_conditions_take_one_range_or_one_per_engine(value):
+    from kb.conditions import parse
+
+    parse("engine", value)  # raises ValueError when the grammar refuses it
+
+
+def test_applies_when_conditions_are_read_and_written_back():
+    (f,) = parse_findings(APPLIES, "t.md")
+    assert str(f.applies_when[0]) == "engine: sglang >=0.5.0,<0.5.10" and len(f.applies_when) == 6
+    assert f.measured_on == "sglang 0.5.8"
+    assert "Applies when" not in f.body and "engine:" not in f.body
+    (back,) = parse_findings("# F\n\n" + render(f), "t.md")
+    assert render(back) == render(f) and [str(c) for c in back.applies_when] == [str(c) for c in f.applies_when]
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ("  - gpu arch: Blackwell", "SM90"),
+    ("  - signal: Throughput Plateau", "slugs like throughput-plateau"),
+    ("  - log: Using default MoE kernel config", "double quotes"),
+    ("  - log regex: `KV cache (`", "regular expression"),
+    ("  - colour: blue", "unknown condition key"),
+    ("  - engine: tgi >=1.0", "expected sglang, vllm or trtllm"),
+    ("  - setting: max-running-requests", "present, absent"),
+])
+def test_a_bad_condition_is_an_error_naming_its_line(bad, expected):
+    text = APPLIES.replace("  - gpu arch: SM120", bad)
+    with pytest.raises(InputError) as e:
+        parse_findings(text, "t.md")
+    assert e.value.line == 11 and expected in str(e.value)  # the gpu arch line
