@@ -102,6 +102,20 @@ def extra_commands(f: Finding) -> list[str]:
     return [c for c in f.commands if not LAUNCH.search(c)]
 
 
+def _graph_above_cap(flag: str, value, engine: str, catalog: Catalog, current) -> bool:
+    """A CUDA-graph ceiling above the running cap the user set: batches never get that big."""
+    from kb.flags import SETTINGS
+
+    if flag not in SETTINGS.get(engine, {}).get("cuda_graph_max_bs", []) or current is None:
+        return False
+    cap_flag = catalog.flag_for("max_running_requests")
+    cap, have = (current(cap_flag) if cap_flag else None), current(flag)
+    try:
+        return cap is not None and int(str(have)) >= int(str(cap)) and int(str(value)) > int(str(cap))
+    except ValueError:
+        return False
+
+
 def for_version(f: Finding, engine: str, catalog: Catalog,
                 current: Callable[[str], object] | None = None) -> tuple[list[tuple[str, object, str]], list[str]]:
     """([(flag for this version, value, the finding's spelling)], notes) — each flag
@@ -117,6 +131,10 @@ def for_version(f: Finding, engine: str, catalog: Catalog,
             notes.append(f"{why}: left out of the command")
             continue
         mine = current(flag) if current else None
+        if mine is not None and _graph_above_cap(flag, ff.value, engine, catalog, current):
+            notes.append(f"{f.id} captured CUDA graphs up to {ff.value}; yours ({mine}) already covers your running "
+                         "cap, and graphs above it are never used")
+            continue
         if ff.value_from_command and mine is not None:
             notes.append(f"{f.id} ran {flag} {ff.value} for its own deployment; yours is {mine}: size it for this one")
             continue

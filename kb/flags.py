@@ -97,6 +97,12 @@ class Catalog:
         if flag not in self.flags:
             return f"{flag} is not a {self.engine} {self.version} flag"
         ch = self.choices(flag)
+        kind = (self.flags[flag] or {}).get("type")
+        if value is not None and value is not True and kind in ("int", "float"):
+            try:
+                (int if kind == "int" else float)(str(value))
+            except ValueError:  # e.g. a placeholder "N" taken from prose
+                return f"{flag} {value} is not a{'n' if kind == 'int' else ''} {kind}"
         if ch and value is not None and value is not True and str(value) not in map(str, ch):
             return f"{flag} {value} is not one of {', '.join(map(str, ch))}"
         return None

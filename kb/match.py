@@ -325,7 +325,10 @@ def _setting_check(c: Condition, p: cond.Parsed, f: Facts) -> Check:
         return Check(c, UNKNOWN, "the run's server settings are unknown")
     if flag is None and value is None:
         return Check(c, UNKNOWN, f"--{p.setting} is not a {f.engine} {f.catalog.version if f.catalog else ''} setting")
-    set_ = value is not None and value is not False
+    # a value equal to the version's default (sglang's dump writes `moe_runner_backend='auto'`)
+    # is the setting left alone, not a choice someone made
+    default = f.default(flag) if flag else None
+    set_ = value is not None and value is not False and not (default is not None and str(value) == str(default))
     if p.op == "present":
         return Check(c, HELD if set_ else FAILED, f"{shown} {'set' if set_ else 'not set'}")
     if p.op == "absent":

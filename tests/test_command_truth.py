@@ -101,7 +101,7 @@ def collect() -> list[dict]:
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import diagnose_quality as dq
 
-    findings = dq.findings_in_temp_home(Path(tempfile.mkdtemp(prefix="kb-truth-")))
+    findings, search = dq.findings_in_temp_home(Path(tempfile.mkdtemp(prefix="kb-truth-")))
     for root in SETS:
         for d, meta in dq.load_scenarios(root):
             from ingest.run import read_run
@@ -110,7 +110,7 @@ def collect() -> list[dict]:
             config = meta.get("config")
             ev = read_run(dq.evidence_files(d), config=str(ROOT / config) if config else None, gpu=meta.get("gpu"),
                           engine=meta.get("engine"))
-            dx = diagnose(ev, findings)
+            dx = diagnose(ev, findings, search=search)
             if not dx.catalog:
                 continue
             texts = [c for r in dx.recommendations for c in r.commands] + ([dx.combined] if dx.combined else [])
