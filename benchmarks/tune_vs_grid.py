@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -68,7 +69,12 @@ def grid_trial(model: Path, seqs: int, batched: int, work: Path) -> tuple[float,
     return max(lv["output_throughput"] for lv in doc["levels"]), (time.monotonic() - t0) / 60
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt  # so the server of the running grid trial is stopped on the way out
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _interrupt)
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()
