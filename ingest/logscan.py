@@ -252,10 +252,7 @@ class _State:
         if run:
             n = len(run)
             st.n["decode"] += n
-            st.load += n
-            st.running_sum += sum(run)
-            st.running_n += n
-            st.running_max = _mx(st.running_max, max(run))
+            _add_running(st, run)
             q = _ints(cols[D_Q], a, b)
             if q:
                 st.queue_known += len(q)
@@ -305,10 +302,7 @@ class _State:
             n = len(run)
             p.recognised = True
             st.n["stats"] += n
-            st.load += n
-            st.running_sum += sum(run)
-            st.running_n += n
-            st.running_max = _mx(st.running_max, max(run))
+            _add_running(st, run)
             q = _ints(cols[wait_c], a, b)
             st.queue_known += n
             st.queue_nonzero += n - q.count(0)
@@ -358,6 +352,14 @@ def _ints(col, a, b) -> list[int]:
 def _floats(col, a, b, strip: bytes = b"") -> list[float]:
     vals = filter(None, col[a:b])
     return list(map(float, (v.rstrip(strip) for v in vals) if strip else vals))
+
+
+def _add_running(st, run: list[int]) -> None:
+    """One run of stats rows' running counts into the aggregates (both engines alike)."""
+    st.load += len(run)
+    st.running_sum += sum(run)
+    st.running_n += len(run)
+    st.running_max = _mx(st.running_max, max(run))
 
 
 def _mx(a, b):
