@@ -68,6 +68,7 @@ def test_every_sample_config_gives_a_consistent_profile(path):
     ("p3_mistralai--Mixtral-8x7B-v0.1_config.json", 46.7, 12.9),
     ("p3_llama-3.1-70b-instruct.config.json", 70.6, None),
     ("p3_gpt-oss-120b.config.json", 117, 5.1),
+    ("kn_openai--gpt-oss-20b_config.json", 20.91, 3.61),  # model card: 20.91B total, 3.61B active
     ("p3_moonshotai--Kimi-K2-Instruct_config.json", 1040, 32),
     ("p3_glm-4.7-fp8.config.json", 355, 32),  # GLM-4.7 has GLM-4.5's shape (355B-A32B)
     ("p3_nvidia--GLM-5-NVFP4_config.json", 744, 40),

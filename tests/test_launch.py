@@ -177,6 +177,47 @@ def test_compressed_tensors_forms(block, linear_bytes, lm_head_bytes):
     assert weight_bytes(p) < 0.6 * p.params_b * 2e9  # far below the 16-bit size
 
 
+GIB = 2**30
+
+
+@pytest.mark.parametrize("config,published_gib", [
+    # OpenAI's gpt-oss model card (arXiv 2508.10925, Table 1) lists the checkpoint sizes:
+    # gpt-oss-120b 60.8 GiB, gpt-oss-20b 12.8 GiB (MXFP4 experts, the rest BF16).
+    ("p3_gpt-oss-120b.config.json", 60.8),
+    ("kn_openai--gpt-oss-20b_config.json", 12.8),
+])
+def test_mxfp4_checkpoint_size_matches_the_published_one(config, published_gib):
+    # `quant_method: mxfp4` (the native form; no compressed-tensors MXFP4 checkpoint with a
+    # published size was found): experts at 4 bits + one E8M0 scale per 32, the rest 16-bit.
+    from ingest.hf_config import load_profile
+    from kb.launch import weight_bytes
+
+    p = load_profile(CFG / config)
+    assert p.quantization == "mxfp4"
+    assert weight_bytes(p) / GIB == pytest.approx(published_gib, rel=0.02)  # within 2%
+    assert weight_bytes(p) < 0.4 * p.params_b * 2e9  # far below the 16-bit size
+
+
+def test_kimi_k3_mxfp4_compressed_tensors_block_on_kimi_shapes():
+    # moonshotai/Kimi-K3's real compressed-tensors block (mxfp4-pack-quantized: FP4 values,
+    # one 8-bit scale per 32, targets Linear; ignores attention, shared experts, the dense MLP,
+    # lm_head, vision) on Kimi-K2.5's shapes, which use the same module names. Kimi-K3's own
+    # shapes (LatentMoE) are not modelled by kb, so its total is not checked here.
+    from ingest.hf_config import profile_from_config
+    from kb.launch import expert_weight_bytes, weight_bytes
+
+    cfg = json.loads((CFG / "p3_moonshotai--Kimi-K2.5_config.json").read_text())
+    cfg["text_config"]["quantization_config"] = json.loads(
+        (QUANT_BLOCKS / "moonshotai--Kimi-K3.quantization_config.json").read_text())
+    p = profile_from_config(cfg)
+    assert p.quant_details["scheme"] == "mxfp4" and p.quant_details["groups"][0]["group_size"] == 32
+    g = p.param_groups_b
+    experts = g["experts"] * (0.5 + 1 / 32)  # 4.25 bits per weight
+    rest = sum(v for k, v in g.items() if k not in ("experts", "experts_active")) * 2.0
+    assert weight_bytes(p) == pytest.approx((experts + rest) * 1e9, rel=1e-6)
+    assert expert_weight_bytes(p) == pytest.approx(experts * 1e9, rel=1e-6)
+
+
 # ---------------------------------------------------------------- refusals and workload sizing
 
 
