@@ -38,6 +38,17 @@ WEIGHTS = re.compile(r"(?:Model loading took|Loading model weights took) ([\d.]+
 GRAPH_DONE = re.compile(r"Graph capturing finished in ([\d.]+) secs?(?:, took ([\d.]+) GiB)?")
 CAPTURE_SIZES = re.compile(r'"(?:cudagraph_)?capture_sizes":\s*\[([\d,\s]+)\]')
 ACCEPT = re.compile(r"Mean acceptance length: ([\d.]+)")
+# The attention backend the engine chose: "Using FLASH_ATTN attention backend out of potential
+# backends: [...]" (auto, vLLM >= 0.11), "Using AttentionBackendEnum.FLASHINFER backend." (set by
+# the user), and the older prose names ("Using XFormers backend.", "Using Flash Attention backend on
+# V1 engine."). Not "Using FLASH_ATTN MLA prefill backend." nor MoE/linear kernel lines.
+ATTN_BACKEND = re.compile(r"Using (?:([A-Z][A-Z0-9_]+) attention backend out of potential backends"
+                          r"|AttentionBackendEnum\.([A-Z][A-Z0-9_]+) backend\b"
+                          r"|(Flash Attention|FlashAttention|FlashInfer|XFormers|FlashMLA|Triton MLA|CUTLASS MLA)"
+                          r" backend(?:\.| on V1 engine))")
+OLD_BACKEND_NAMES = {"Flash Attention": "FLASH_ATTN", "FlashAttention": "FLASH_ATTN", "FlashInfer": "FLASHINFER",
+                     "XFormers": "XFORMERS", "FlashMLA": "FLASHMLA", "Triton MLA": "TRITON_MLA",
+                     "CUTLASS MLA": "CUTLASS_MLA"}
 # vLLM's own logger format from one of its engine modules; sglang logs can hold vLLM lines
 # too (it imports vLLM pieces), but not from these files
 ENGINE_LINE = re.compile(
@@ -191,6 +202,11 @@ class VllmLog(ServerLogBase):
                 if m:
                     self.startup[key] = conv(m.group(1))
                     found = True
+        if "backend" in line and "attention_backend" not in self.startup:
+            m = ATTN_BACKEND.search(line)
+            if m:
+                self.startup["attention_backend"] = m.group(1) or m.group(2) or OLD_BACKEND_NAMES[m.group(3)]
+                found = True
         if "Maximum concurrency" in line:
             m = MAX_CONC.search(line)
             if m:
