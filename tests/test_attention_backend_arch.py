@@ -113,3 +113,20 @@ def test_sglang_vision_fa3_on_b200_gets_a_backend_that_runs_there(shipped, tmp_p
     rec = next(r for r in dx.recommendations if r.rule == f"finding {fid}")
     assert dx.recommendations.index(rec) < 3 and rec.basis == "symptom"
     assert ("--mm-attention-backend", "triton_attn") in [(f.flag, f.new) for f in rec.flags]
+
+
+def test_forced_slow_backend_in_a_launch_alone_is_a_low_context_check(shipped, tmp_path):
+    # no log, no symptom: a launch that forces FlashMLA on Hopper is a reminder, ranked as context
+    (tmp_path / "notes.txt").write_text(
+        "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --attention-backend FLASHMLA\n\n"
+        "GPU: 8x NVIDIA H200\n")
+    dx = diagnose(read_run([tmp_path / "notes.txt"]), shipped)
+    rec = next(r for r in dx.recommendations if r.rule == "finding attn-vllm-hopper-flashmla-vs-fa-mla")
+    assert rec.basis == "context" and rec.severity == "low"
+    assert any(f.flag == "--attention-backend" for f in rec.flags)
+    # the same launch on Blackwell is not this finding's setup
+    (tmp_path / "notes.txt").write_text(
+        "vllm serve deepseek-ai/DeepSeek-R1 --tensor-parallel-size 8 --attention-backend FLASHMLA\n\n"
+        "GPU: 8x NVIDIA B200\n")
+    dx = diagnose(read_run([tmp_path / "notes.txt"]), shipped)
+    assert not any(r.rule == "finding attn-vllm-hopper-flashmla-vs-fa-mla" for r in dx.recommendations)
