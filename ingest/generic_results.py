@@ -170,6 +170,7 @@ class Table:
     form: str  # "csv", "markdown", "box", "json"
     line: int | None = None
     seconds: bool = False  # latencies without a unit are in seconds (a schema that says so)
+    caption: str | None = None  # the text line above the table (a heading that names its values)
 
 
 @dataclass
@@ -191,7 +192,9 @@ def read_table(t: Table, path: str) -> Reading | None:
     cols = [classify(h, t.seconds) if isinstance(h, str) else None for h in t.header]
     loads = [i for i, c in enumerate(cols) if c and c.field.startswith("load:")]
     metrics = [i for i, c in enumerate(cols) if c and not c.field.startswith(("load:", "extra:"))]
-    if not loads or not metrics:
+    if not loads:
+        return read_matrix(t, path)
+    if not metrics:
         return None
     # the load column: numbers on most rows and more than one value (vLLM's request_rate
     # is "inf" when max_concurrency sets the load), a certain name before a guessed one
@@ -256,6 +259,64 @@ def read_table(t: Table, path: str) -> Reading | None:
     return reading if reading.runs else None
 
 
+# A decode matrix prints the load levels as columns ("| ctx \\ conc | 1 | 2 | 4 |", "C=1", "cc8")
+# and one row per context length or configuration; its values are named by the heading above
+# (llm_decode_bench's "Aggregate Throughput (tok/s)"), so without such a heading nothing is read.
+_LEVEL_HEADER = re.compile(r"^(?:c|cc|conc|concurrency)?\s*[=:]?\s*(\d+)$")
+_CONC_HINT = re.compile(r"\bconc|concurren|\busers?\b|parallel|\bstreams?\b|\bclients?\b")
+
+
+def read_matrix(t: Table, path: str) -> Reading | None:
+    """BenchRuns from a table whose column headers are concurrency levels: the first row is
+    read as this run's curve (the others are named and left out), its cells measure what the
+    heading above names."""
+    levels = {i: int(m.group(1)) for i, h in enumerate(t.header)
+              if isinstance(h, str) and (m := _LEVEL_HEADER.match(_norm(h)[0]))}
+    labels = [i for i in range(len(t.header)) if i not in levels]
+    if len(levels) < 2 or not labels or min(levels) < max(labels):
+        return None
+    prefixed = all(not t.header[i].strip().strip("*").isdigit() for i in levels)
+    named = " ".join([t.caption or ""] + [str(t.header[i]) for i in labels]).lower()
+    if not (prefixed or _CONC_HINT.search(named)):
+        return None  # bare numbers as columns could be anything (years, context lengths)
+    caption = re.sub(r"^#+\s*", "", t.caption or "").strip()
+    value = next((c for c in (classify(caption) if caption else None, classify(str(t.header[labels[0]])))
+                  if c and not c.field.startswith(("load:", "extra:"))), None)
+    if value is None:
+        return None
+    if value.stat and not value.guessed:
+        value.guessed = "the statistic is the heading's"
+    first, last = t.header[min(levels)].strip(), t.header[max(levels)].strip()
+    load = Column(f"{first} … {last} (column headers)", "load:concurrency",
+                  guessed="concurrency read from the column headers of a matrix")
+    reading = Reading(columns=[load, value])
+    rows = [(cells, line) for cells, line in t.rows if any(
+        i < len(cells) and cell_number(cells[i]) is not None for i in levels)]
+    if not rows:
+        return None
+
+    def label(cells) -> str:
+        return ", ".join(f"{str(t.header[i]).strip()}={str(cells[i]).strip()}" for i in labels if i < len(cells))
+
+    if len(rows) > 1:
+        reading.notes.append(f"{len(rows)} rows in one matrix ({'; '.join(label(c) for c, _ in rows[:4])}"
+                             f"{'; …' if len(rows) > 4 else ''}): the first is read as this run's curve, "
+                             f"the rest are left out (split the file to diagnose each)")
+    cells, line = rows[0]
+    extra: dict[str, Any] = {"columns": reading.mapping(), "guessed": reading.guesses(), "series": label(cells)}
+    if reading.notes:
+        extra["notes"] = reading.notes
+    for i, level in sorted(levels.items(), key=lambda kv: kv[1]):
+        v = cell_number(cells[i]) if i < len(cells) else None
+        if v is None:
+            continue
+        fields = {value.field: {bc.stat_key(value.stat) or value.stat: v * value.scale}} if value.stat \
+            else {value.field: v}
+        reading.runs.append(bc.make_run(path, line, tool=KIND, concurrency=bc.concurrency(level),
+                                        server_args={"bench": extra}, **fields))
+    return reading if reading.runs else None
+
+
 def _names_a_series(header: str, i: int, li: int, rows: list) -> bool:
     """True for a column that tells configurations apart (GPU, engine, tool, ISL, a
     prefill:decode split): its value changes between rows at the same load level, and it
@@ -316,6 +377,7 @@ class GenericResultsText:
         self._bar: Table | None = None  # a markdown/box table being read
         self._csv: tuple[Table, str, int] | None = None  # (table, delimiter, cells)
         self._prev: tuple[int, str] | None = None  # the line before a rule: an aligned header
+        self._caption: str | None = None  # the last text line outside a table: a table's heading
         self._aligned: Table | None = None
         self._rows = 0
 
@@ -329,6 +391,8 @@ class GenericResultsText:
             self._prev = None
             return
         self._prev = (lineno, s) if s else None
+        if s:
+            self._caption = s[:200]
 
     def _feed_bar(self, lineno: int, s: str) -> bool:
         has_bar = any(ch in s for ch in _BOX_V)
@@ -344,9 +408,14 @@ class GenericResultsText:
             self._bar = None
             return False
         if self._bar is None:
-            if any(cell_number(c) is not None and not re.search(r"[A-Za-z]", c) for c in cells):
-                return False  # a data row without a header: not a table kb can map
-            self._bar = Table(header=cells, rows=[], form="markdown" if s.startswith("|") else "box", line=lineno)
+            bare = [c for c in cells if cell_number(c) is not None and not re.search(r"[A-Za-z]", c)]
+            # a data row without a header is not a table kb can map; a matrix header is: a
+            # label, then whole-number load levels ("| ctx \\ conc | 1 | 2 | 4 |")
+            matrix = re.search(r"[A-Za-z]", cells[0]) and all(re.fullmatch(r"\*{0,2}\d+\*{0,2}", c) for c in bare)
+            if bare and not matrix:
+                return False
+            self._bar = Table(header=cells, rows=[], form="markdown" if s.startswith("|") else "box", line=lineno,
+                              caption=self._caption)
             self.tables.append(self._bar)
         else:
             self._bar.rows.append((cells, lineno))

@@ -178,3 +178,38 @@ def test_sweep_script_markdown_table_and_its_md_file_is_evidence(kb, tmp_path):
     assert split_paths([notes])[0] == [notes]
     out = kb("diagnose", md, "--json", check_json=True)
     assert "ttft-queueing" in {s["id"] for s in out["signals"]}
+
+
+# ------------------------------------------------------------ concurrency as columns
+
+
+def test_decode_matrix_with_concurrency_as_columns():
+    # "| ctx \ conc | 1 | 2 | … | 128 |", one row per context length, under the heading that names
+    # the values ("AWQ MTP ON — Aggregate Throughput (tok/s)"): llm_decode_bench results as published
+    ev, entry = runs_of("rtx6kpro-qwen35-397b-awq-mtp-decode-matrix.txt")
+    assert [(r.concurrency, r.output_throughput) for r in ev.bench] == [
+        (1, 147), (2, 269), (4, 411), (8, 767), (16, 1163), (32, 1679), (64, 2622), (128, 3519)]
+    assert {r.source.line for r in ev.bench} == {5}  # the ctx=0 row
+    assert entry["columns"].startswith("1 … 128 (column headers) → concurrency")
+    assert "Aggregate Throughput (tok/s) → output throughput" in entry["columns"]
+    assert ev.bench[0].server_args["bench"]["series"] == "ctx \\ conc=0"
+    assert any("5 rows in one matrix" in w and "ctx \\ conc=16k" in w and "left out" in w for w in ev.warnings)
+    assert any("guessed" in w and "column headers" in w for w in ev.warnings)
+    assert [(p.level, p.throughput) for p in ev.curve()][-1] == (128, 3519)
+
+
+def test_matrix_without_a_heading_or_a_concurrency_name_is_not_read(tmp_path):
+    text = (GENERIC / "rtx6kpro-qwen35-397b-awq-mtp-decode-matrix.txt").read_text().splitlines()
+    bare = tmp_path / "no-heading.txt"  # the same table with nothing saying what its cells measure
+    bare.write_text("\n".join(text[2:]) + "\n")
+    assert not read_run([bare]).bench
+    years = tmp_path / "years.txt"  # whole numbers as columns and no word for a load: not a load level
+    years.write_text("### Aggregate Throughput (tok/s)\n\n" + "\n".join(
+        ln.replace("ctx \\ conc", "region") for ln in text[2:]) + "\n")
+    assert not read_run([years]).bench
+
+
+def test_ingest_report_shows_the_matrix_mapping(kb):
+    proc = kb("ingest", "--report", GENERIC / "rtx6kpro-qwen35-397b-awq-mtp-decode-matrix.txt")
+    assert proc.returncode == 0, proc.stderr
+    assert "1 … 128 (column headers) → concurrency" in proc.stdout + proc.stderr
