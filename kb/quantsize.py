@@ -17,12 +17,16 @@ import re
 
 # One representative module name per kind, in Hugging Face's naming (DeepSeek/Qwen/Llama
 # style), against which targets and ignore patterns are matched.
+# DeepSeek-V4 checkpoints name them `layers.N.attn.wq_b` / `layers.N.ffn.experts.M.gate_proj`
+# (sglang's deepseek_v4.py maps ".attn." and ".ffn." onto self_attn/mlp when loading).
 MODULES = {
     "attention": ["model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.q_a_proj",
-                  "model.layers.1.self_attn.o_proj"],
+                  "model.layers.1.self_attn.o_proj", "model.layers.1.attn.wq_b", "model.layers.1.attn.wo_a"],
     "dense_mlp": ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.down_proj"],
-    "experts": ["model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.down_proj"],
-    "shared_experts": ["model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.mlp.shared_expert.gate_proj"],
+    "experts": ["model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.down_proj",
+                "model.layers.1.ffn.experts.0.gate_proj"],
+    "shared_experts": ["model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.mlp.shared_expert.gate_proj",
+                       "model.layers.1.ffn.shared_experts.gate_proj"],
     "lm_head": ["lm_head"],
 }
 LINEAR = {"Linear", "nn.Linear", "torch.nn.Linear"}

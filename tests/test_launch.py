@@ -218,6 +218,30 @@ def test_kimi_k3_mxfp4_compressed_tensors_block_on_kimi_shapes():
     assert expert_weight_bytes(p) == pytest.approx(experts * 1e9, rel=1e-6)
 
 
+def test_fp8_block_compressed_tensors_deepseek_v4_is_sized_per_group():
+    # RedHatAI/DeepSeek-V4-Flash-NVFP4-FP8's real config.json: compressed-tensors "mixed-precision",
+    # attention FP8 `strategy: block` [128, 128] (targets `re:.*attn.*(fused_wqa_wkv|wq_b|wo_a|wo_b)$`),
+    # FFN experts NVFP4 (`re:.*ffn.*(gate|up|down)_proj$`). DeepSeek-V4 names its modules attn/ffn;
+    # before kb knew those names every group missed and the model was sized as 16-bit (581.9 GB).
+    from ingest.hf_config import load_profile
+    from kb import quantsize
+    from kb.launch import weight_bytes
+
+    p = load_profile(CFG / "kn_RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8_config.json")
+    groups, ignore = p.quant_details["groups"], p.quant_details["ignore"]
+    att, exp = quantsize.scheme_for("attention", groups, ignore), quantsize.scheme_for("experts", groups, ignore)
+    assert (att["bits"], att["type"], att["strategy"]) == (8, "float", "block")
+    assert (exp["bits"], exp["type"], exp["group_size"]) == (4, "float", 16)
+    g = p.param_groups_b
+    expected = (g["attention"] * 1.03 + (g["experts"] + g["shared_experts"]) * 0.5625
+                + (g["embed"] + g["lm_head"] + g["router"] + g["dense_mlp"]) * 2.0)
+    assert weight_bytes(p) == pytest.approx(expected * 1e9, rel=1e-6)
+    # No size of RedHat's own upload was found. canada-quant/DeepSeek-V4-Flash-NVFP4-FP8-MTP, "same
+    # quantization scheme as RedHatAI/DeepSeek-V4-Flash-NVFP4-FP8" plus an MTP block kept in BF16
+    # that RedHat's lacks, states "172 GB across 35 safetensors shards": an upper bound.
+    assert 0.85 * 172e9 < weight_bytes(p) < 172e9
+
+
 # ---------------------------------------------------------------- refusals and workload sizing
 
 
