@@ -114,7 +114,7 @@ def findings_in_temp_home(home: Path):
 def why_missed(res: Result, ev, d: Path) -> list[str]:
     """Plain reasons, most basic first: evidence not read, evidence too thin for
     any signal, then rules and signals."""
-    from kb.rules import RULES
+    from kb.rules.registry import RULES
 
     reasons = []
     files = evidence_files(d)
@@ -165,7 +165,7 @@ def why_missed(res: Result, ev, d: Path) -> list[str]:
             reasons.append(f"missing signal: {rule.id} {rule.name} reads {', '.join(rule.signals)}; "
                            "none was detected")
         else:
-            reasons.append(f"rule silent: {rule.id} {rule.name} did not fire (it needs: {rule.needs})")
+            reasons.append(f"rule silent: {rule.id} {rule.name} did not fire (it needs: {rule.reads})")
     if res.top:
         reasons.append("kb proposed instead: " + ", ".join(res.top[:3]))
     return reasons

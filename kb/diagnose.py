@@ -57,7 +57,7 @@ def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None =
         elif not ev.engine_version:
             warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
     matches = match_all(ev, engine, cat, signals, findings, search)
-    recs = recommend(ev, signals, engine, cat, findings, warnings, matches)
+    recs = recommend(ev, signals, engine, cat, findings, warnings, matches, thresholds)
     return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings, matches)
 
 
@@ -146,21 +146,13 @@ def why(d: Diagnosis, ident: str) -> dict:
     """Why a rule (id or name) or a finding (id) was or was not recommended for this run:
     each condition held / unknown / failed with what the run showed."""
     from kb.errors import NotFoundError
-    from kb.rules import RULES
+    from kb.rules import registry
 
     rec = next((r for r in d.recommendations if r.rule.split()[0] == ident or r.rule.endswith(f" {ident}")
                 or any(c.id == ident for c in r.findings[:1]) or any(m.startswith(f"{ident}:") for m in r.matched)), None)
-    rule = next((r for r in RULES if ident in (r.id, r.name)), None)
+    rule = registry.get(ident)
     if rule:
-        seen = [s for s in rule.signals if any(x.id == s for x in d.signals)]
-        checks = [{"condition": f"signal: {s}", "state": "held" if s in seen else "failed",
-                   "detail": "detected" if s in seen else "not detected"} for s in rule.signals]
-        checks.append({"condition": f"needs: {rule.needs}", "state": "held" if rec else "unknown",
-                       "detail": "the rule proposed a change" if rec else "the rule's own check did not fire"
-                       + ("" if d.engine else " (engine unknown: rules need it)")})
-        return {"id": rule.id, "kind": "rule", "title": rule.title, "fix_class": rule.fix_class,
-                "recommended": rec.rank if rec else None, "checks": checks,
-                "verdict": f"recommended at rank {rec.rank}" if rec else "not recommended"}
+        return _why_rule(d, rule, rec)
     m = next((x for x in d.matches if x.finding.id == ident), None)
     if m is None:
         raise NotFoundError(f"no rule or finding with id {ident!r} (rules: `kb rules`; findings: `kb ask`)")
@@ -183,6 +175,34 @@ def why(d: Diagnosis, ident: str) -> dict:
             "checks": [{"condition": str(c.condition) + (" (inferred)" if c.condition.inferred else ""),
                         "state": c.state, "detail": c.detail} for c in m.checks],
             "verdict": verdict}
+
+
+def _why_rule(d: Diagnosis, rule, rec: Recommendation | None) -> dict:
+    """A rule's checks: the evidence it needs (held or absent), the signals it reads, its engine, its own check."""
+    from kb.rules import registry
+    from kb.rules.base import RuleContext
+
+    checks = []
+    ctx = RuleContext(ev=d.ev, signals={s.id: s for s in d.signals}, engine=d.engine or "", catalog=d.catalog)
+    lacking = registry.missing(rule, ctx)
+    for need in rule.needs:
+        what = " or ".join(registry.EVIDENCE[k][0] for k in need.split("|"))
+        checks.append({"condition": f"needs: {need}", "state": "failed" if need in lacking else "held",
+                       "detail": ("absent: " if need in lacking else "given: ") + what})
+    detected = {s.id for s in d.signals}
+    checks += [{"condition": f"signal: {s}", "state": "held" if s in detected else "failed",
+                "detail": "detected" if s in detected else "not detected"} for s in rule.signals]
+    other_engine = not d.engine or d.engine not in rule.engines
+    if other_engine:
+        checks.append({"condition": f"engine: {', '.join(rule.engines)}", "state": "unknown" if not d.engine else "failed",
+                       "detail": f"engine {d.engine or 'unknown: rules need it'}"})
+    not_run = ("needed evidence absent" if lacking else "engine unknown or not the rule's" if other_engine else "")
+    checks.append({"condition": f"check: {rule.reads}", "state": "held" if rec else "unknown" if not_run else "failed",
+                   "detail": "the rule proposed a change" if rec else f"not run: {not_run}" if not_run
+                   else "the rule's own check did not fire"})
+    return {"id": rule.id, "kind": "rule", "title": rule.title, "fix_class": rule.fix_class,
+            "recommended": rec.rank if rec else None, "checks": checks,
+            "verdict": f"recommended at rank {rec.rank}" if rec else "not recommended"}
 
 
 def why_report(w: dict) -> str:

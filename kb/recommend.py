@@ -16,7 +16,7 @@ from kb.evidence import RunEvidence
 from kb.flags import Catalog
 from kb.records import SEVERITY_ORDER, CitedFinding, Evidence, Finding, FlagDiff, Recommendation, Signal
 from kb.render import context_line
-from kb.rules import RULES
+from kb.rules import registry
 from kb.rules.base import Proposal, Rule, RuleContext
 from kb import fixflags
 from kb.match import COVERS, Match, signal_severity, similarity
@@ -87,7 +87,7 @@ ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, Ove
 
 def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalog: Catalog | None,
               findings: list[Finding], warnings: list[str] | None = None,
-              matches: list[Match] | None = None) -> list[Recommendation]:
+              matches: list[Match] | None = None, thresholds: dict | None = None) -> list[Recommendation]:
     """The computed rules' proposals and the matching findings' fixes, merged where
     they propose the same change, ranked: symptom-backed first, then what the run's
     words resemble, then context-only checks, then reminders."""
@@ -103,9 +103,9 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
             warnings.append("no launch command known (give --launch \"CMD\"): the commands below show kb's changes"
                             + (f" on {launchcmd.MODEL}, a placeholder for your model," if launchcmd.MODEL in base.missing
                                else "") + " and the rest of your launch command goes with them")
-        for rule in RULES:
+        for rule in registry.RULES:
             try:
-                p = rule.check(ctx)
+                p = registry.run(rule, ctx, thresholds)
                 if p:
                     r = build(rule, p, ctx, usable, base)
                     if p.reminder and not any(s in ctx.signals for s in p.supporting):

@@ -7,7 +7,7 @@ Hardware are evidence from this run; Signal and Recommendation are what kb deriv
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -331,8 +331,16 @@ class Hardware(BaseModel):
     source: str | None = None
 
 
+# Severity bands follow Dr. Elephant (none .. critical), mildest first: this Literal is the
+# one definition of their order; signals, rules and ranking all read it from here.
 Severity = Literal["none", "low", "moderate", "severe", "critical"]
-SEVERITY_ORDER = {"none": 0, "low": 1, "moderate": 2, "severe": 3, "critical": 4}
+SEVERITIES: tuple[str, ...] = get_args(Severity)
+SEVERITY_ORDER = {s: i for i, s in enumerate(SEVERITIES)}
+
+
+def shift_severity(severity: str, steps: int) -> str:
+    """The band `steps` away (negative: milder), kept within none..critical."""
+    return SEVERITIES[max(0, min(len(SEVERITIES) - 1, SEVERITY_ORDER[severity] + steps))]
 
 
 class Evidence(BaseModel):

@@ -11,9 +11,7 @@ from __future__ import annotations
 from typing import Callable
 
 from kb.evidence import RunEvidence, gain_per_doubling
-from kb.records import SEVERITY_ORDER, Evidence, Signal, Where
-
-LEVELS = ["none", "low", "moderate", "severe", "critical"]
+from kb.records import SEVERITY_ORDER, Evidence, Signal, Where, shift_severity
 
 THRESHOLDS: dict[str, dict[str, float]] = {
     "throughput-plateau": {"knee_gain": 0.10, "severe_efficiency": 0.35, "min_points": 3},
@@ -27,10 +25,6 @@ THRESHOLDS: dict[str, dict[str, float]] = {
     "gpu-idle": {"util_pct": 30},
     "low-load": {"max_concurrency": 8},
 }
-
-
-def band(name: str, shift: int) -> str:
-    return LEVELS[max(0, min(len(LEVELS) - 1, LEVELS.index(name) + shift))]
 
 
 def _ev(text: str, where: Where | None = None) -> Evidence:
@@ -64,7 +58,7 @@ def throughput_plateau(ev: RunEvidence, t: dict) -> Signal | None:
     best = max(pts, key=lambda p: p.throughput)
     sev = "severe" if beyond and best.throughput <= knee.throughput * (1 + 2 * t["knee_gain"]) else "moderate"
     if len(pts) < t["min_points"]:
-        sev = band(sev, -1)  # two points show a slope, not a curve
+        sev = shift_severity(sev, -1)  # two points show a slope, not a curve
     evidence = [_ev(f"{_fmt(p.level)} concurrency: {_fmt(p.throughput)} tok/s"
                     + (f" (median of {p.runs} runs, spread {p.spread:.0%})" if p.runs > 1 else ""),
                     p.sources[0] if p.sources else None) for p in pts]
@@ -133,7 +127,7 @@ def running_cap_with_queue(ev: RunEvidence, t: dict) -> Signal | None:
     tr, cap_used, max_run, queued_frac, n, example = best
     sev = "severe" if queued_frac >= t["pinned_fraction"] else "moderate"
     if n < t["min_samples"]:
-        sev = band(sev, -1)
+        sev = shift_severity(sev, -1)
     by_origin: dict[str, tuple] = {}
     for c in found:  # the strongest case from each kind of source, the best one first
         origin = c[0].stats.get("origin") or "log"
@@ -343,10 +337,12 @@ DETECTORS: dict[str, Callable[[RunEvidence, dict], Signal | None]] = {
 }
 
 
-def load_thresholds(path: str | None) -> dict[str, dict[str, float]]:
+def load_thresholds(path: str | None, defaults: dict[str, dict[str, float]] | None = None) -> dict[str, dict[str, float]]:
+    """`defaults` (the signal thresholds unless given; kb.rules.registry adds the rules')
+    with the TOML file's values over them: one table per signal id or rule id."""
     import copy
 
-    merged = copy.deepcopy(THRESHOLDS)
+    merged = copy.deepcopy(THRESHOLDS if defaults is None else defaults)
     if not path:
         return merged
     import tomllib
@@ -362,7 +358,7 @@ def load_thresholds(path: str | None) -> dict[str, dict[str, float]]:
         raise InputError(path, f"not valid TOML: {e}", getattr(e, "lineno", None)) from None
     for sig, values in data.items():
         if sig not in merged or not isinstance(values, dict):
-            raise InputError(path, f"unknown signal {sig!r}; known: {', '.join(merged)}")
+            raise InputError(path, f"unknown signal or rule {sig!r}; known: {', '.join(merged)}")
         for k, v in values.items():
             if k not in merged[sig]:
                 raise InputError(path, f"[{sig}] has no threshold {k!r}; known: {', '.join(merged[sig]) or 'none'}")

@@ -11,7 +11,8 @@ import pytest
 from kb.evidence import RunEvidence
 from kb.flags import catalog
 from kb.records import BenchRun, Event, Hardware, ModelProfile, ServerTrace, Where
-from kb.rules import RULES
+from kb.rules import registry
+from kb.rules.registry import RULES
 from kb.rules.base import RuleContext
 from kb.signals import detect
 
@@ -57,7 +58,7 @@ def run_rule(name, engine="sglang", version="0.5.8", model=None, hw=None, args=N
                      server_args=args or {}, model_path="org/model")
     ctx = RuleContext(ev=ev, signals={s.id: s for s in detect(ev)}, engine=engine, catalog=catalog(engine, version))
     (rule,) = [r for r in RULES if r.name == name]
-    return rule.check(ctx)
+    return registry.run(rule, ctx)
 
 
 def flag(p, name):
@@ -420,8 +421,7 @@ def test_fp8_checkpoint_for_16_bit_weights_on_fp8_gpus():
                          hardware=Hardware(**hw), server_args=args or {}, model_path=path,
                          launch_argv=["python", "-m", "sglang.launch_server", "--model-path", path])
         ctx = RuleContext(ev=ev, signals={}, engine="sglang", catalog=catalog("sglang", "0.5.8"))
-        (rule,) = [r for r in RULES if r.name == "fp8-checkpoint"]
-        return rule.check(ctx)
+        return registry.run(registry.get("fp8-checkpoint"), ctx)
 
     p = fp8("Qwen/Qwen3-14B")
     assert p.severity == "low" and "--model-path Qwen/Qwen3-14B-FP8" in p.commands[0]

@@ -32,5 +32,6 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 
 RULE = Rule(id="KB111", name="async-scheduling", title="vLLM async scheduling off",
-            fix_class="overlap-schedule", signals=(), needs="vLLM version and server arguments",
+            fix_class="overlap-schedule", signals=("throughput-plateau", "ttft-queueing", "low-single-stream-decode"),
+            needs=(), severity="low", engines=("vllm",), reads="vLLM version and server arguments",
             check=check, doc=__doc__)

@@ -13,7 +13,7 @@ from typing import Callable
 
 from kb.evidence import RunEvidence
 from kb.flags import Catalog
-from kb.records import Evidence, Hardware, ModelProfile, Signal
+from kb.records import Evidence, Hardware, ModelProfile, Severity, Signal
 
 
 @dataclass
@@ -22,6 +22,13 @@ class RuleContext:
     signals: dict[str, Signal]
     engine: str
     catalog: Catalog
+    # the running rule's thresholds (its defaults, overridden from the --thresholds TOML
+    # file); kb.rules.registry.run fills them in before calling the rule's check
+    thresholds: dict[str, float] = field(default_factory=dict)
+
+    def limit(self, name: str) -> float:
+        """One of the running rule's thresholds, by the name it declares."""
+        return self.thresholds[name]
 
     @property
     def model(self) -> ModelProfile | None:
@@ -83,14 +90,30 @@ class Proposal:
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """A number a rule judges by, overridable as `[KB112] latency_max_level = 4`."""
+    name: str
+    default: float
+    meaning: str
+
+
+@dataclass(frozen=True)
 class Rule:
+    """A rule and what it says about itself; kb.rules.registry checks every field
+    against the vocabularies (signal ids, fix classes, evidence kinds, severities)."""
     id: str  # permanent, e.g. KB101
     name: str  # slug
     title: str
-    fix_class: str
-    signals: tuple[str, ...]  # signals it reads (any of)
-    needs: str  # the context it needs, in words (documentation)
+    fix_class: str  # a kb.vocab.FIX_CLASSES slug: joins the rule to the findings of that class
+    signals: tuple[str, ...]  # every signal its check reads (kb.signals.DETECTORS ids)
+    # evidence kinds (kb.rules.registry.EVIDENCE) all required for it to fire; "a|b" is
+    # either. The registry skips the rule when one is absent.
+    needs: tuple[str, ...]
+    reads: str  # what it reads, in words
     check: Callable[[RuleContext], Proposal | None]
+    severity: Severity  # the strongest severity it proposes
+    engines: tuple[str, ...] = ("sglang", "vllm")
+    thresholds: tuple[Threshold, ...] = ()
     doc: str = ""
 
 

@@ -16,7 +16,7 @@ running-request cap, if KB101 raises it). Captured graphs cost memory: if start-
 then runs out of memory, lower the static memory fraction a little.
 """
 
-from kb.rules.base import Proposal, Rule, RuleContext, change, round_up, target_running_cap
+from kb.rules.base import Proposal, Rule, RuleContext, Threshold, change, round_up, target_running_cap
 
 
 def check(ctx: RuleContext) -> Proposal | None:
@@ -30,7 +30,7 @@ def check(ctx: RuleContext) -> Proposal | None:
     if sig and sig.data.get("from_startup"):
         # only the start-up facts are known: cover the batches a busy server commonly runs,
         # not the whole cap (graphs cost memory); decode lines will show if more is needed
-        need = min(need, 256)
+        need = min(need, int(ctx.limit("startup_batch")))
     new = round_up(need, 8)
     if captured and new <= int(captured):
         return None
@@ -54,5 +54,8 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 RULE = Rule(id="KB102", name="cuda-graph-ceiling", title="Decode batches exceed the CUDA-graph ceiling",
             fix_class="cuda-graph-max-bs", signals=("cuda-graph-exceeded", "throughput-plateau"),
-            needs="sglang Decode batch lines with `cuda graph:`, or the captured maximum and the running batch",
+            needs=("server-log|benchmark",), severity="severe",
+            reads="sglang Decode batch lines with `cuda graph:`, or the captured maximum and the running batch",
+            thresholds=(Threshold("startup_batch", 256, "with start-up facts only (no decode lines), capture graphs "
+                                                        "up to at most this batch"),),
             check=check, doc=__doc__)

@@ -25,12 +25,12 @@ par-dp-moe-coupling).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kb import launchcmd
 from kb.records import Evidence
-from kb.rules.base import FlagChange, Proposal, Rule, RuleContext, change, pow2_at_least
+from kb.rules.base import FlagChange, Proposal, Rule, RuleContext, Threshold, change, pow2_at_least
 
-LATENCY_MAX_LEVEL = 8  # every benchmark at this concurrency or below: a latency question
-THROUGHPUT_LEVEL = 32  # a benchmark at this load or above: a throughput question
 OFFLINE_TOOLS = ("vllm-throughput",)  # every prompt at once
 DEFAULT_PORT = {"sglang": 30000, "vllm": 8000}
 
@@ -79,106 +79,169 @@ def goal(ctx: RuleContext) -> str | None:
     runs = ctx.ev.bench
     if not runs:
         return "unknown"
-    if any(r.tool in OFFLINE_TOOLS for r in runs) or any(r.level() >= THROUGHPUT_LEVEL for r in runs):
+    if any(r.tool in OFFLINE_TOOLS for r in runs) or any(r.level() >= ctx.limit("throughput_level") for r in runs):
         return "throughput"
     if any(s in ctx.signals for s in ("throughput-plateau", "running-cap-with-queue", "ttft-queueing")):
         return "throughput"
-    if all(r.concurrency and r.concurrency <= LATENCY_MAX_LEVEL for r in runs):
+    if all(r.concurrency and r.concurrency <= ctx.limit("latency_max_level") for r in runs):
         return None
     return "unknown"
 
 
-def check(ctx: RuleContext) -> Proposal | None:
-    from kb.launch import default_fraction, fitting_group, memory
+@dataclass
+class Plan:
+    """One TP group replaced by `replicas` smaller ones: the layout and its memory arithmetic."""
+    tp: int  # the current group
+    pp: int
+    lay: object  # kb.launch.Layout of one replica
+    mem: object  # kb.launch.Memory of one replica
+    fraction: float
+    context: int
+    level: float  # highest benchmark load, 0 without one
 
-    m, named = served_profile(ctx)
-    hw = ctx.hw
-    if not m or not m.params_b or not (m.layers and (m.heads or m.kv_heads or m.kv_lora_rank)):
-        return None
-    if not hw or not hw.memory_gb:
-        return None
+    @property
+    def size(self) -> int:
+        return self.lay.tp * self.lay.pp
+
+    @property
+    def group(self) -> int:
+        return self.tp * self.pp
+
+    @property
+    def replicas(self) -> int:
+        return self.group // self.size
+
+
+def current_group(ctx: RuleContext) -> tuple[int, int] | None:
+    """(TP, PP) of a multi-GPU group that is not data-parallel yet; None otherwise. The TP
+    size must be given: a guess from the GPU count would be no evidence."""
     tp, pp = _int(ctx.arg("tp")), _int(ctx.arg("pp")) or 1
     if not tp or tp * pp < 2:
-        return None  # the TP size must be known: a guess from the GPU count would be no evidence
+        return None
     if ctx.arg("dp_attention") or (_int(ctx.arg("dp")) or 1) > 1:
         return None  # already data-parallel
-    aim = goal(ctx)
-    if aim is None:
-        return None
+    return tp, pp
+
+
+def smaller_layout(ctx: RuleContext, m, tp: int, pp: int) -> Plan | None:
+    """The smallest group that holds the weights and a useful KV pool (kb launch's own
+    arithmetic), if smaller than the current one and able to hold its share of the load."""
+    from kb.launch import default_fraction, fitting_group, memory
+
+    hw = ctx.hw
     group = tp * pp
     context, per_req = workload_context(ctx)
     fraction = float(ctx.arg("mem_fraction") or 0) or default_fraction(ctx.engine, hw)
-    kv_arg = str(ctx.arg("kv_cache_dtype") or "auto")
-    kv_dtype = "fp8_e4m3" if kv_arg.startswith("fp8") else "auto"
+    kv_dtype = "fp8_e4m3" if str(ctx.arg("kv_cache_dtype") or "auto").startswith("fp8") else "auto"
     sizes = [s for s in (1, 2, 4, 8) if s < group and group % s == 0]
     hw_group = hw.model_copy(update={"count": group})
     lay, room = fitting_group(m, hw_group, ctx.engine, context, "throughput", fraction, kv_dtype, sizes)
     if lay is None or not room:
         return None
-    size = lay.tp * lay.pp
-    replicas = group // size
     mem = memory(m, hw_group, ctx.engine, lay, context, kv_dtype, fraction, "throughput")
-    level = max((r.level() for r in ctx.ev.bench), default=0)
-    if per_req and level:
-        share = min(level / replicas, 256)  # each replica's part of the tested load
+    plan = Plan(tp, pp, lay, mem, fraction, context, max((r.level() for r in ctx.ev.bench), default=0))
+    if per_req and plan.level:
+        share = min(plan.level / plan.replicas, ctx.limit("replica_share_max"))  # each replica's part of the load
         if mem.kv_tokens < share * per_req:
             return None  # a replica could not hold its share of this benchmark's batch
+    return plan
+
+
+def layout_changes(ctx: RuleContext, plan: Plan) -> list[FlagChange]:
+    """TP (and PP, and sglang's EP, which lives inside the TP group) of one replica."""
+    lay, mem = plan.lay, plan.mem
     changes: list[FlagChange] = []
-    c_tp = change(ctx, "tp", lay.tp, f"one replica needs {size} GPU(s): {mem.weights_per_gpu_gib:g} GiB of weights "
-                                     f"and {mem.kv_tokens:,} KV tokens per replica")
+    c_tp = change(ctx, "tp", lay.tp, f"one replica needs {plan.size} GPU(s): {mem.weights_per_gpu_gib:g} GiB of "
+                                     f"weights and {mem.kv_tokens:,} KV tokens per replica")
     if c_tp:
-        c_tp.current = tp
+        c_tp.current = plan.tp
         changes.append(c_tp)
-    if lay.pp != pp:
+    if lay.pp != plan.pp:
         c_pp = change(ctx, "pp", lay.pp if lay.pp > 1 else None, "pipeline stages of one replica")
         if c_pp:
             changes.append(c_pp)
     ep = _int(ctx.arg("ep"))
-    if ctx.engine == "sglang" and ep and ep > lay.tp:  # sglang's EP group lives inside the TP group
+    if ctx.engine == "sglang" and ep and ep > lay.tp:
         c_ep = change(ctx, "ep", lay.tp if lay.tp > 1 else None, f"expert parallelism within each TP{lay.tp} replica")
         if c_ep:
             changes.append(c_ep)
-    moe_vllm = ctx.engine == "vllm" and m.is_moe
-    notes = [f"memory arithmetic ({hw.gpu}, {hw.memory_gb:g} GiB, fraction {fraction:g}, context {context:,}): "
-             f"TP{lay.tp}" + (f"×PP{lay.pp}" if lay.pp > 1 else "") + f" holds {mem.weights_per_gpu_gib:g} GiB of "
-             f"weights per GPU and leaves {mem.kv_per_gpu_gib:g} GiB = {mem.kv_tokens:,} KV tokens per replica "
-             f"({mem.full_context_requests} requests of the full context)"]
-    if named:
-        notes.append(f"weights sized as {named}, the format the served checkpoint's name gives "
-                     f"({ctx.ev.model_path}); the config.json given declares none")
+    return changes
+
+
+def memory_note(ctx: RuleContext, plan: Plan) -> str:
+    hw, lay, mem = ctx.hw, plan.lay, plan.mem
+    return (f"memory arithmetic ({hw.gpu}, {hw.memory_gb:g} GiB, fraction {plan.fraction:g}, context {plan.context:,}): "
+            f"TP{lay.tp}" + (f"×PP{lay.pp}" if lay.pp > 1 else "") + f" holds {mem.weights_per_gpu_gib:g} GiB of "
+            f"weights per GPU and leaves {mem.kv_per_gpu_gib:g} GiB = {mem.kv_tokens:,} KV tokens per replica "
+            f"({mem.full_context_requests} requests of the full context)")
+
+
+def replica_changes(ctx: RuleContext, plan: Plan, changes: list[FlagChange], moe_vllm: bool,
+                    notes: list[str]) -> tuple[list[FlagChange], list[str]] | None:
+    """(flag changes, extra commands): the engine's data-parallel flag, or one server per
+    replica where that flag does not give independent replicas; None if neither can be written."""
+    lay, replicas = plan.lay, plan.replicas
     commands: list[str] = []
     if not moe_vllm:
-        c_dp = change(ctx, "dp", replicas, f"{replicas} independent replicas of TP{lay.tp} on the same {group} GPUs")
+        c_dp = change(ctx, "dp", replicas, f"{replicas} independent replicas of TP{lay.tp} on the same {plan.group} GPUs")
         if not c_dp:
             return None
-        changes.append(c_dp)
+        changes = [*changes, c_dp]
         if ctx.engine == "sglang":
             notes.append("sglang's docs prefer the router for data parallelism: "
                          "`python -m sglang_router.launch_server` takes the same --dp-size/--tp-size")
         else:
             notes.append("--max-num-seqs and the KV cache apply per DP rank (par-dp-moe-coupling)")
     if moe_vllm or _older_than_catalog(ctx):
-        commands += _instances(ctx, changes, replicas, size)
+        commands += _instances(ctx, changes, replicas, plan.size)
         notes.append("MoE under vLLM --data-parallel-size is one expert group across all ranks, not independent "
                      "replicas: start separate servers (par-dp-moe-coupling)" if moe_vllm else
                      f"{ctx.ev.engine_version} predates kb's oldest {ctx.engine} flag catalog: separate servers "
                      "work on any version")
         if moe_vllm:  # one command cannot express it: the servers above are the change
             changes = []
-    if not changes and not commands:
+    return changes, commands
+
+
+def _group_name(tp: int, pp: int) -> str:
+    return f"TP{tp}" + (f"×PP{pp}" if pp > 1 else "")
+
+
+def check(ctx: RuleContext) -> Proposal | None:
+    m, named = served_profile(ctx)
+    hw = ctx.hw
+    if not m or not m.params_b or not (m.layers and (m.heads or m.kv_heads or m.kv_lora_rank)):
         return None
+    if not hw or not hw.memory_gb:
+        return None
+    group = current_group(ctx)
+    aim = goal(ctx) if group else None
+    if aim is None:
+        return None
+    plan = smaller_layout(ctx, m, *group)
+    if plan is None:
+        return None
+    notes = [memory_note(ctx, plan)]
+    if named:
+        notes.append(f"weights sized as {named}, the format the served checkpoint's name gives "
+                     f"({ctx.ev.model_path}); the config.json given declares none")
+    planned = replica_changes(ctx, plan, layout_changes(ctx, plan), ctx.engine == "vllm" and m.is_moe, notes)
+    if planned is None or planned == ([], []):
+        return None
+    changes, commands = planned
+    tp, pp, lay, mem = plan.tp, plan.pp, plan.lay, plan.mem
     evidence = [r.source for r in ctx.ev.bench if r.source][:1]
     load = ("offline throughput benchmark" if any(r.tool in OFFLINE_TOOLS for r in ctx.ev.bench)
-            else f"benchmark load {level:g}" if level else "no benchmark given")
+            else f"benchmark load {plan.level:g}" if plan.level else "no benchmark given")
     return Proposal(
-        title=f"{replicas} replicas of TP{lay.tp}" + (f"×PP{lay.pp}" if lay.pp > 1 else "")
-              + f" instead of one TP{tp}" + (f"×PP{pp}" if pp > 1 else "") + f" group ({ctx.ev.model_path or m.name or 'the model'} fits on {size} GPU(s))",
+        title=f"{plan.replicas} replicas of {_group_name(lay.tp, lay.pp)} instead of one {_group_name(tp, pp)} group "
+              f"({ctx.ev.model_path or m.name or 'the model'} fits on {plan.size} GPU(s))",
         severity="moderate" if aim == "throughput" else "low",
-        rationale=(f"the weights and a KV pool of {mem.kv_tokens:,} tokens fit in {size} GPU(s); the other "
-                   f"{group - size} GPU(s) of the TP{tp} group add all-reduce traffic rather than throughput "
+        rationale=(f"the weights and a KV pool of {mem.kv_tokens:,} tokens fit in {plan.size} GPU(s); the other "
+                   f"{plan.group - plan.size} GPU(s) of the TP{tp} group add all-reduce traffic rather than throughput "
                    f"({load})"),
         changes=changes, commands=commands, notes=notes,
-        evidence=[Evidence(text=f"TP{tp}" + (f"×PP{pp}" if pp > 1 else "") + f" on {hw.count}x {hw.gpu}; "
+        evidence=[Evidence(text=f"{_group_name(tp, pp)} on {hw.count}x {hw.gpu}; "
                                 f"{m.params_b:g}B parameters ({m.quantization or 'bf16'})",
                            where=None)] + [Evidence(text=load, where=w) for w in evidence],
         supporting=[s for s in ("throughput-plateau", "ttft-queueing", "running-cap-with-queue") if s in ctx.signals])
@@ -211,7 +274,12 @@ def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size:
 
 
 RULE = Rule(id="KB112", name="data-parallel-replicas", title="Tensor parallelism wider than the model needs",
-            fix_class="data-parallel-replicas", signals=(),
-            needs="config.json (parameters, layers, KV heads), GPU memory, the TP size from the server arguments, "
+            fix_class="data-parallel-replicas", signals=("throughput-plateau", "running-cap-with-queue", "ttft-queueing"),
+            needs=("model-config", "gpu-memory", "server-args"), severity="moderate",
+            reads="config.json (parameters, layers, KV heads), GPU memory, the TP size from the server arguments, "
                   "and no latency-only benchmark",
+            thresholds=(Threshold("latency_max_level", 8, "every benchmark at this concurrency or below: a latency "
+                                                          "question, the rule stays quiet"),
+                        Threshold("throughput_level", 32, "a benchmark at this load or above: a throughput question"),
+                        Threshold("replica_share_max", 256, "most requests one replica must hold of the tested load")),
             check=check, doc=__doc__)

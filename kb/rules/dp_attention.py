@@ -15,18 +15,18 @@ Fix: sglang `--enable-dp-attention --dp-size TP`; vLLM
 `--data-parallel-size N --enable-expert-parallel` with TP 1 per rank.
 """
 
-from kb.rules.base import FlagChange, Proposal, Rule, RuleContext, change
+from kb.rules.base import FlagChange, Proposal, Rule, RuleContext, Threshold, change
 
 
 def check(ctx: RuleContext) -> Proposal | None:
     m = ctx.model
     tp = ctx.tp()
-    if not m or not m.is_moe or m.attention != "MLA" or tp < 4:
+    if not m or not m.is_moe or m.attention != "MLA" or tp < ctx.limit("min_tp"):
         return None
     if ctx.arg("dp_attention") or (ctx.engine == "vllm" and int(ctx.arg("dp") or 1) > 1):
         return None
     hot = [s for s in ("kv-cache-pressure", "throughput-plateau") if s in ctx.signals]
-    if not hot or ctx.max_level() < 64:
+    if not hot or ctx.max_level() < ctx.limit("min_level"):
         return None
     changes: list[FlagChange] = []
     if ctx.engine == "sglang":
@@ -49,5 +49,8 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 RULE = Rule(id="KB107", name="dp-attention", title="MLA MoE model without DP attention",
             fix_class="dp-attention", signals=("kv-cache-pressure", "throughput-plateau"),
-            needs="model profile (MoE, MLA), TP size, KV pressure or plateau at high concurrency",
+            needs=("model-config", "benchmark"), severity="moderate",
+            reads="model profile (MoE, MLA), TP size, KV pressure or plateau at high concurrency",
+            thresholds=(Threshold("min_tp", 4, "smallest TP group proposed for DP attention"),
+                        Threshold("min_level", 64, "highest benchmark concurrency must reach this")),
             check=check, doc=__doc__)

@@ -38,5 +38,6 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 RULE = Rule(id="KB113", name="dp-attention-low-load", title="DP attention at low load",
             fix_class="dp-attention", signals=("low-load",),
-            needs="sglang server arguments with --enable-dp-attention; a benchmark showing the load",
+            needs=("server-args", "benchmark"), severity="moderate", engines=("sglang",),
+            reads="sglang server arguments with --enable-dp-attention; a benchmark showing the load",
             check=check, doc=__doc__)

@@ -27,4 +27,5 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 
 RULE = Rule(id="KB110", name="eager-mode", title="CUDA graphs disabled",
-            fix_class="eager-mode", signals=(), needs="the server arguments", check=check, doc=__doc__)
+            fix_class="eager-mode", signals=(), needs=("server-args",), severity="severe",
+            reads="the server arguments", check=check, doc=__doc__)

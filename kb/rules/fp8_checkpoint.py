@@ -55,6 +55,7 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 
 RULE = Rule(id="KB114", name="fp8-checkpoint", title="16-bit weights on an FP8-capable GPU",
-            fix_class="quantization", signals=(),
-            needs="GPU architecture; the served model path (and config.json when present)",
+            fix_class="quantization", signals=("throughput-plateau", "ttft-queueing", "running-cap-with-queue"),
+            needs=("gpu-arch", "model-path"), severity="low",
+            reads="GPU architecture; the served model path (and config.json when present)",
             check=check, doc=__doc__)

@@ -13,7 +13,7 @@ utilisation), store KV in FP8 where the hardware and attention kernels handle it
 well (Hopper and Blackwell), or spread the model over more GPUs (TP/DP).
 """
 
-from kb.rules.base import Proposal, Rule, RuleContext, change
+from kb.rules.base import Proposal, Rule, RuleContext, Threshold, change
 
 FP8_KV_ARCHS = ("SM89", "SM90", "SM100", "SM103", "SM120")
 
@@ -24,10 +24,10 @@ def check(ctx: RuleContext) -> Proposal | None:
         return None
     changes, notes = [], []
     current = ctx.arg("mem_fraction")
-    ceiling = 0.93 if ctx.engine == "sglang" else 0.95
+    ceiling = ctx.limit(f"{ctx.engine}_fraction_ceiling")
     base = float(current) if current else (0.85 if ctx.engine == "sglang" else 0.90)
     if base < ceiling:
-        new = round(min(ceiling, base + 0.04), 2)
+        new = round(min(ceiling, base + ctx.limit("fraction_step")), 2)
         c = change(ctx, "mem_fraction", new, f"more memory for the KV pool ({base} → {new})")
         if c:
             c.current = current
@@ -50,5 +50,9 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 RULE = Rule(id="KB103", name="kv-cache-capacity", title="KV cache capacity limits the batch",
             fix_class="kv-cache-capacity", signals=("kv-cache-pressure",),
-            needs="server log token usage / KV usage, retractions or preemptions; GPU architecture for FP8 KV",
+            needs=("server-log",), severity="severe",
+            reads="server log token usage / KV usage, retractions or preemptions; GPU architecture for FP8 KV",
+            thresholds=(Threshold("fraction_step", 0.04, "how much to raise the static memory fraction by"),
+                        Threshold("sglang_fraction_ceiling", 0.93, "highest --mem-fraction-static proposed"),
+                        Threshold("vllm_fraction_ceiling", 0.95, "highest --gpu-memory-utilization proposed")),
             check=check, doc=__doc__)

@@ -131,6 +131,8 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 
 RULE = Rule(id="KB105", name="moe-kernel-config", title="Untuned fused-MoE kernel config",
-            fix_class="moe-kernel-config", signals=("moe-default-config", "throughput-plateau"),
-            needs="the default-MoE-config warning, or a MoE model profile (experts, expert intermediate size) and TP",
+            fix_class="moe-kernel-config",
+            signals=("moe-default-config", "throughput-plateau", "low-single-stream-decode"),
+            needs=("server-log|model-config",), severity="severe",
+            reads="the default-MoE-config warning, or a MoE model profile (experts, expert intermediate size) and TP",
             check=check, doc=__doc__)

@@ -51,6 +51,8 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 
 RULE = Rule(id="KB106", name="moe-runner-backend", title="MoE runner backend not suited to Blackwell",
-            fix_class="moe-runner-backend", signals=("throughput-plateau", "moe-default-config"),
-            needs="GPU architecture, MoE model with its quantization, current MoE backend",
+            fix_class="moe-runner-backend",
+            signals=("throughput-plateau", "moe-default-config", "low-single-stream-decode"),
+            needs=("model-config", "gpu-arch"), severity="severe",
+            reads="GPU architecture, MoE model with its quantization, current MoE backend",
             check=check, doc=__doc__)

@@ -103,6 +103,7 @@ def _pair(ctx: RuleContext, sig, supporting: list[str]) -> Proposal | None:
 
 
 RULE = Rule(id="KB108", name="pcie-topology", title="Tensor parallelism over PCIe only",
-            fix_class="pcie-topology", signals=("tp-over-pcie",),
-            needs="hardware interconnect (nvidia-smi topo -m or --gpu), TP size",
+            fix_class="pcie-topology", signals=("tp-over-pcie", "throughput-plateau", "low-single-stream-decode"),
+            needs=("gpu",), severity="moderate",
+            reads="hardware interconnect (nvidia-smi topo -m or --gpu), TP size",
             check=check, doc=__doc__)

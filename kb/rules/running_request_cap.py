@@ -17,14 +17,14 @@ Fix: raise the cap to the load you serve, within the KV capacity the start-up
 log reports; raise the CUDA-graph batch ceiling with it (KB102).
 """
 
-from kb.rules.base import Proposal, Rule, RuleContext, change, target_running_cap
+from kb.rules.base import Proposal, Rule, RuleContext, Threshold, change, target_running_cap
 
 
 def check(ctx: RuleContext) -> Proposal | None:
     sig = ctx.signals.get("running-cap-with-queue")
     plateau = ctx.signals.get("throughput-plateau")
     cap = ctx.arg("max_running_requests") or (sig.data["cap"] if sig else None)
-    binds_at_knee = bool(plateau and cap and int(cap) <= plateau.data["knee"] * 1.1)
+    binds_at_knee = bool(plateau and cap and int(cap) <= plateau.data["knee"] * ctx.limit("knee_margin"))
     queueing = ctx.signals.get("ttft-queueing")
     below_load = bool(queueing and cap and int(cap) < ctx.max_level())  # offered more than it may run
     if not sig and not binds_at_knee and not below_load:
@@ -48,6 +48,9 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 
 RULE = Rule(id="KB101", name="running-request-cap", title="Running-request cap binds under load",
-            fix_class="max-running-requests", signals=("running-cap-with-queue", "throughput-plateau"),
-            needs="the current cap (launch command, server_info or start-up log) or the pinned-at-cap signal",
+            fix_class="max-running-requests", signals=("running-cap-with-queue", "throughput-plateau", "ttft-queueing"),
+            needs=("server-log|benchmark",), severity="severe",
+            reads="the current cap (launch command, server_info or start-up log) or the pinned-at-cap signal",
+            thresholds=(Threshold("knee_margin", 1.1, "the cap binds when it is at most this times the plateau's "
+                                                      "knee concurrency"),),
             check=check, doc=__doc__)

@@ -16,7 +16,7 @@ a smaller prefill chunk (`--chunked-prefill-size` / vLLM
 `--max-num-batched-tokens`) so decode steps interleave with long prompts.
 """
 
-from kb.rules.base import Proposal, Rule, RuleContext, change
+from kb.rules.base import Proposal, Rule, RuleContext, Threshold, change
 
 
 def check(ctx: RuleContext) -> Proposal | None:
@@ -25,8 +25,9 @@ def check(ctx: RuleContext) -> Proposal | None:
         s = tr.stats
         cap = tr.startup.get("max_running_requests") or ctx.arg("max_running_requests")
         usage = s.get("token_usage_max")
-        if (ctx.engine == "sglang" and (s.get("queue_nonzero_frac") or 0) >= 0.3 and usage is not None and usage < 0.7
-                and cap and (s.get("running_max") or 0) < int(cap) * 0.9):
+        if (ctx.engine == "sglang" and (s.get("queue_nonzero_frac") or 0) >= ctx.limit("queue_fraction")
+                and usage is not None and usage < ctx.limit("kv_usage_max")
+                and cap and (s.get("running_max") or 0) < int(cap) * ctx.limit("cap_fraction")):
             c = change(ctx, "schedule_conservativeness", 0.3,
                        f"requests queue while KV usage peaks at {usage:.0%} and running stays below the cap {cap}")
             if c:
@@ -35,7 +36,7 @@ def check(ctx: RuleContext) -> Proposal | None:
             break
     ttft = ctx.signals.get("ttft-queueing")
     long_inputs = max((r.input_len or 0 for r in ctx.ev.bench), default=0)
-    if ttft and long_inputs >= 2048:
+    if ttft and long_inputs >= ctx.limit("long_input_tokens"):
         current = ctx.arg("chunked_prefill")
         new = 4096 if ctx.engine == "sglang" else 2048
         if not current or int(current) > new:
@@ -56,5 +57,12 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 RULE = Rule(id="KB104", name="scheduler-conservativeness", title="Scheduler holds requests back",
             fix_class="scheduler-policy", signals=("ttft-queueing", "throughput-plateau"),
-            needs="server log with queue, running and token usage; benchmark TTFT per level",
+            needs=("server-log|benchmark",), severity="moderate",
+            reads="server log with queue, running and token usage; benchmark TTFT per level",
+            thresholds=(Threshold("queue_fraction", 0.3, "share of stats lines with a waiting queue"),
+                        Threshold("kv_usage_max", 0.7, "peak KV token usage below which memory is not the limit"),
+                        Threshold("cap_fraction", 0.9, "running requests below this share of the cap: the cap "
+                                                      "is not the limit"),
+                        Threshold("long_input_tokens", 2048, "benchmark input length from which prefill chunks "
+                                                             "are made smaller")),
             check=check, doc=__doc__)

@@ -58,5 +58,6 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 RULE = Rule(id="KB109", name="speculative-decoding", title="Slow single-stream decode",
             fix_class="speculative-decoding", signals=("low-single-stream-decode",),
-            needs="a concurrency-1 benchmark; config.json for draft (MTP) layers",
+            needs=("benchmark",), severity="severe",
+            reads="a concurrency-1 benchmark; config.json for draft (MTP) layers",
             check=check, doc=__doc__)
