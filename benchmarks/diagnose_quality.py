@@ -20,7 +20,7 @@ and diagnosed in-process by kb.diagnose.diagnose with the shipped findings
 indexed in a temporary KB_HOME. Reported: hit@1 and hit@3 of the confirmed fix
 class among the recommendations' fix classes, a table of every scenario, and for
 each miss why kb missed it (evidence not read, signal missing, no rule for that
-fix class, rule silent, or ranked too low); also the share of scenarios where kb
+fix class, needed evidence absent, rule silent, or ranked too low); also the share of scenarios where kb
 recommended nothing and, when a scenario lists several acceptable classes
 (`fix_classes` in scenario.json, the confirmed class first), hit@3 of any of them.
 Prints tables; exits 0.
@@ -114,7 +114,8 @@ def findings_in_temp_home(home: Path):
 def why_missed(res: Result, ev, d: Path) -> list[str]:
     """Plain reasons, most basic first: evidence not read, evidence too thin for
     any signal, then rules and signals."""
-    from kb.rules.registry import RULES
+    from kb.rules.base import RuleContext
+    from kb.rules.registry import EVIDENCE, RULES, missing
 
     reasons = []
     files = evidence_files(d)
@@ -154,6 +155,7 @@ def why_missed(res: Result, ev, d: Path) -> list[str]:
                        "CUDA-graph signals need them")
     # 3. is there a rule for the confirmed fix class, and did it see its signals?
     rules = [r for r in RULES if r.fix_class == res.label]
+    ctx = RuleContext(ev=ev, signals={}, engine=ev.engine or "", catalog=None)  # for the evidence a rule needs
     if not rules:
         reasons.append(f"no rule: kb has no rule proposing '{res.label}'")
     for rule in rules:
@@ -161,6 +163,10 @@ def why_missed(res: Result, ev, d: Path) -> list[str]:
         if res.label in res.all_classes:
             rank = res.all_classes.index(res.label) + 1
             reasons.append(f"ranked: {rule.id} {rule.name} fired but ranked {rank} of {len(res.all_classes)}")
+        elif missing(rule, ctx):
+            lacking = missing(rule, ctx)
+            reasons.append(f"missing evidence: {rule.id} {rule.name} needs "
+                           + "; ".join(" or ".join(EVIDENCE[k][0] for k in n.split("|")) for n in lacking))
         elif rule.signals and not seen:
             reasons.append(f"missing signal: {rule.id} {rule.name} reads {', '.join(rule.signals)}; "
                            "none was detected")
