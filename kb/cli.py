@@ -48,7 +48,7 @@ _CONFIG = typer.Option(None, "--config", help="config.json, a model directory, o
 _GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides nvidia-smi files).')
 _ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
 _LAUNCH = typer.Option(None, "--launch", help="The launch command in use, quoted.")
-_THRESHOLDS = typer.Option(None, "--thresholds", help="TOML file overriding signal thresholds.")
+_THRESHOLDS = typer.Option(None, "--thresholds", help="TOML file overriding signal and rule thresholds (docs/RULES.md).")
 _REPORT = typer.Option(None, "--report", help="Also write an HTML report (plots inline; needs pip install 'kb[report]').")
 
 
@@ -163,9 +163,23 @@ def show(finding_id: str = typer.Argument(..., metavar="ID"), as_json: bool = ty
             typer.echo(line)
 
 
+@app.command()
+def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="A rule id (KB112) or name: explain it."),
+          thresholds: Optional[str] = _THRESHOLDS, as_json: bool = typer.Option(False, "--json")):
+    """List the rules (id, name, severity, fix class, needed evidence), or explain one."""
+    from kb.rules import describe
+    from kb.rules.registry import load_thresholds
+
+    if rule_id is None:
+        typer.echo(json.dumps([describe.row(r) for r in describe.RULES], indent=2) if as_json else describe.listing_text())
+        return
+    e = describe.explain(rule_id, load_thresholds(thresholds))
+    typer.echo(json.dumps(e, indent=2) if as_json else describe.explain_text(e))
+
+
 def _run_options(paths, config, gpu, engine, launch, thresholds):
     from ingest.run import read_run
-    from kb.signals import load_thresholds
+    from kb.rules.registry import load_thresholds
 
     ev = read_run(list(paths), config=config, gpu=gpu, engine=engine, launch=launch)
     return ev, load_thresholds(thresholds)
@@ -198,7 +212,7 @@ def _fleet(paths, prometheus, selector, since, start, end, step, token, user, th
     from kb.fleet import Query, from_prometheus
     from kb.fleet.collect import UsageError
     from kb.fleet.report import report
-    from kb.signals import load_thresholds
+    from kb.rules.registry import load_thresholds
 
     th = load_thresholds(thresholds)
     findings = None
@@ -409,7 +423,7 @@ def report_cmd(paths: List[Path] = typer.Argument(..., help="Run files or direct
     if saved and len(paths) > 1:
         raise typer.BadParameter("a saved diagnosis is reported on its own", param_hint="PATHS")
     if saved:
-        from kb.signals import load_thresholds
+        from kb.rules.registry import load_thresholds
 
         rep = rp.from_saved(saved[0][0], *saved[0][1], thresholds=load_thresholds(thresholds))
     else:
@@ -575,7 +589,7 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
     from kb import index as kbindex
     from kb.errors import ServerError
     from kb.live.doctor import default_out, doctor as do_doctor, report as doctor_report
-    from kb.signals import load_thresholds
+    from kb.rules.registry import load_thresholds
 
     if report:
         _require_plots()

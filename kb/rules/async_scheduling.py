@@ -34,4 +34,6 @@ def check(ctx: RuleContext) -> Proposal | None:
 RULE = Rule(id="KB111", name="async-scheduling", title="vLLM async scheduling off",
             fix_class="overlap-schedule", signals=("throughput-plateau", "ttft-queueing", "low-single-stream-decode"),
             needs=(), severity="low", engines=("vllm",), reads="vLLM version and server arguments",
+            example=("`vllm serve Qwen/Qwen3-8B` on vLLM 0.11.0 (async scheduling off by default) → --async-scheduling"
+                     " (tests/rules/KB111/fires)"),
             check=check, doc=__doc__)

@@ -114,6 +114,7 @@ class Rule:
     severity: Severity  # the strongest severity it proposes
     engines: tuple[str, ...] = ("sglang", "vllm")
     thresholds: tuple[Threshold, ...] = ()
+    example: str = ""  # evidence on which it fires → what it proposes (its fires/ fixture, in words)
     doc: str = ""
 
 

@@ -58,4 +58,7 @@ RULE = Rule(id="KB102", name="cuda-graph-ceiling", title="Decode batches exceed 
             reads="sglang Decode batch lines with `cuda graph:`, or the captured maximum and the running batch",
             thresholds=(Threshold("startup_batch", 256, "with start-up facts only (no decode lines), capture graphs "
                                                         "up to at most this batch"),),
+            example=("graphs captured up to batch 32 (`Capture cuda graph bs [1, ..., 32]`) while decode lines show "
+                     "`#running-req: 64..71, cuda graph: False` under a running cap of 96 → capture up to batch 192 "
+                     "(tests/rules/KB102/fires)"),
             check=check, doc=__doc__)

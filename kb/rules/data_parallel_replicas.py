@@ -282,4 +282,6 @@ RULE = Rule(id="KB112", name="data-parallel-replicas", title="Tensor parallelism
                                                           "question, the rule stays quiet"),
                         Threshold("throughput_level", 32, "a benchmark at this load or above: a throughput question"),
                         Threshold("replica_share_max", 256, "most requests one replica must hold of the tested load")),
+            example=("Llama-3.1-70B (BF16) at TP8 on 8x H100 with a benchmark at 64 concurrency → 2 replicas of TP4 "
+                     "(--tp-size 4 --dp-size 2) (tests/rules/KB112/fires)"),
             check=check, doc=__doc__)

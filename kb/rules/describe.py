@@ -6,7 +6,7 @@ import re
 
 from kb.errors import NotFoundError
 from kb.rules.base import Rule
-from kb.rules.registry import EVIDENCE, RULES, defaults, get
+from kb.rules.registry import EVIDENCE, RULES, SIGNAL_THRESHOLDS, defaults, get
 
 SECTIONS = ("What it flags", "Why it matters", "Evidence", "Fix")
 
@@ -83,14 +83,16 @@ def markdown() -> str:
            "them and `kb rules ID` explains one. A rule runs only when the evidence it needs is there",
            "(`needs`; `a|b` is either). Severity is the strongest it proposes.", "",
            "| id | name | severity | fix class | needs | engines |", "|---|---|---|---|---|---|"]
-    out += [f"| {r.id} | {r.name} | {r.severity} | {r.fix_class} | {', '.join(r.needs) or '-'} | "
-            f"{', '.join(r.engines)} |" for r in RULES]
+    out += [f"| {r.id} | {r.name} | {r.severity} | {r.fix_class} | "
+            f"{', '.join(n.replace('|', ' or ') for n in r.needs) or '-'} | {', '.join(r.engines)} |" for r in RULES]
     out += ["", "## Evidence kinds", ""] + [f"- `{k}`: {v[0]}" for k, v in EVIDENCE.items()]
     out += ["", "## Thresholds", "",
             "Rule thresholds go in the same TOML file as signal thresholds (`kb diagnose --thresholds FILE`),",
             "one table per rule id beside the signal tables:", "", "```toml",
             "[throughput-plateau]", "knee_gain = 0.08", "", "[KB112]", "latency_max_level = 4", "```", "",
-            "An unknown table or key is refused with the file named."]
+            "An unknown table or key is refused with the file named. The signal tables and their defaults",
+            "(kb/signals.py):", "", "| table | key | default |", "|---|---|---|"]
+    out += [f"| `[{sig}]` | {k} | {_num(v)} |" for sig, keys in SIGNAL_THRESHOLDS.items() for k, v in keys.items()]
     for r in RULES:
         e = explain(r.id)
         out += ["", f"## {r.id} {r.name}: {r.title}", "",
@@ -99,7 +101,7 @@ def markdown() -> str:
                            ("evidence", "Evidence"), ("fix", "Fix")):
             if e.get(key):
                 out += [f"**{label}.** {e[key]}", ""]
-        out.append("**Needs:** " + ("; ".join(f"`{n}` ({m})" for n, m in e["needs_meaning"].items())
+        out.append("**Needs:** " + ("; ".join(f"`{n.replace('|', ' or ')}` ({m})" for n, m in e["needs_meaning"].items())
                                     or "nothing beyond the engine"))
         out += ["", "**Reads signals:** " + (", ".join(f"`{s}`" for s in r.signals) or "none"), ""]
         if r.thresholds:

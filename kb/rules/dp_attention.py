@@ -53,4 +53,6 @@ RULE = Rule(id="KB107", name="dp-attention", title="MLA MoE model without DP att
             reads="model profile (MoE, MLA), TP size, KV pressure or plateau at high concurrency",
             thresholds=(Threshold("min_tp", 4, "smallest TP group proposed for DP attention"),
                         Threshold("min_level", 64, "highest benchmark concurrency must reach this")),
+            example=("DeepSeek-V3 (MLA MoE) at TP8 on 8x H200, throughput flat from 64 to 128 concurrency → --enable-"
+                     "dp-attention --dp-size 8 (tests/rules/KB107/fires)"),
             check=check, doc=__doc__)

@@ -40,4 +40,6 @@ RULE = Rule(id="KB113", name="dp-attention-low-load", title="DP attention at low
             fix_class="dp-attention", signals=("low-load",),
             needs=("server-args", "benchmark"), severity="moderate", engines=("sglang",),
             reads="sglang server arguments with --enable-dp-attention; a benchmark showing the load",
+            example=("sglang with --enable-dp-attention --dp 8 and a benchmark keeping 2 requests in flight → drop "
+                     "--enable-dp-attention and --dp (tests/rules/KB113/fires)"),
             check=check, doc=__doc__)

@@ -28,4 +28,7 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 RULE = Rule(id="KB110", name="eager-mode", title="CUDA graphs disabled",
             fix_class="eager-mode", signals=(), needs=("server-args",), severity="severe",
-            reads="the server arguments", check=check, doc=__doc__)
+            reads="the server arguments",
+            example=("`python3 -m sglang.launch_server ... --disable-cuda-graph` → the same command without it "
+                     "(tests/rules/KB110/fires)"),
+            check=check, doc=__doc__)

@@ -58,4 +58,6 @@ RULE = Rule(id="KB114", name="fp8-checkpoint", title="16-bit weights on an FP8-c
             fix_class="quantization", signals=("throughput-plateau", "ttft-queueing", "running-cap-with-queue"),
             needs=("gpu-arch", "model-path"), severity="low",
             reads="GPU architecture; the served model path (and config.json when present)",
+            example=("Qwen/Qwen3-14B (BF16) served on an H100 (SM90) → the same launch command with --model-path "
+                     "Qwen/Qwen3-14B-FP8 (tests/rules/KB114/fires)"),
             check=check, doc=__doc__)

@@ -24,7 +24,7 @@ def check(ctx: RuleContext) -> Proposal | None:
         return None
     changes, notes = [], []
     current = ctx.arg("mem_fraction")
-    ceiling = ctx.limit(f"{ctx.engine}_fraction_ceiling")
+    ceiling = ctx.limit("sglang_fraction_ceiling" if ctx.engine == "sglang" else "vllm_fraction_ceiling")
     base = float(current) if current else (0.85 if ctx.engine == "sglang" else 0.90)
     if base < ceiling:
         new = round(min(ceiling, base + ctx.limit("fraction_step")), 2)
@@ -55,4 +55,7 @@ RULE = Rule(id="KB103", name="kv-cache-capacity", title="KV cache capacity limit
             thresholds=(Threshold("fraction_step", 0.04, "how much to raise the static memory fraction by"),
                         Threshold("sglang_fraction_ceiling", 0.93, "highest --mem-fraction-static proposed"),
                         Threshold("vllm_fraction_ceiling", 0.95, "highest --gpu-memory-utilization proposed")),
+            example=("twelve `KV cache pool is full. Retract requests.` lines, token usage 0.98, --mem-fraction-static"
+                     " 0.85 on an H100 → --mem-fraction-static 0.89 and --kv-cache-dtype fp8_e4m3 "
+                     "(tests/rules/KB103/fires)"),
             check=check, doc=__doc__)

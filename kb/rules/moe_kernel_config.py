@@ -135,4 +135,7 @@ RULE = Rule(id="KB105", name="moe-kernel-config", title="Untuned fused-MoE kerne
             signals=("moe-default-config", "throughput-plateau", "low-single-stream-decode"),
             needs=("server-log|model-config",), severity="severe",
             reads="the default-MoE-config warning, or a MoE model profile (experts, expert intermediate size) and TP",
+            example=("`Using default MoE config. ... Config file not found at "
+                     ".../E=256,N=128,device_name=NVIDIA_H800,dtype=fp8_w8a8...` → the tuning_fused_moe_triton.py "
+                     "command for E=256, N=128 and where to put its file (tests/rules/KB105/fires)"),
             check=check, doc=__doc__)

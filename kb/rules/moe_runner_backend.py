@@ -55,4 +55,6 @@ RULE = Rule(id="KB106", name="moe-runner-backend", title="MoE runner backend not
             signals=("throughput-plateau", "moe-default-config", "low-single-stream-decode"),
             needs=("model-config", "gpu-arch"), severity="severe",
             reads="GPU architecture, MoE model with its quantization, current MoE backend",
+            example=("nvidia/GLM-5-NVFP4 (MoE, NVFP4) on 8x B200 with the MoE runner on auto → --moe-runner-backend "
+                     "flashinfer_trtllm (tests/rules/KB106/fires)"),
             check=check, doc=__doc__)

@@ -106,4 +106,6 @@ RULE = Rule(id="KB108", name="pcie-topology", title="Tensor parallelism over PCI
             fix_class="pcie-topology", signals=("tp-over-pcie", "throughput-plateau", "low-single-stream-decode"),
             needs=("gpu",), severity="moderate",
             reads="hardware interconnect (nvidia-smi topo -m or --gpu), TP size",
+            example=("Llama-3.1-70B at TP4 on four GPUs joined by SYS links in `nvidia-smi topo -m` → --tp-size 2 "
+                     "--pp-size 2 (tests/rules/KB108/fires)"),
             check=check, doc=__doc__)

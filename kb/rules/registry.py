@@ -89,6 +89,8 @@ def problems(rule: Rule) -> list[str]:
     out += [f"engine {e!r} is not one of {', '.join(ENGINES)}" for e in rule.engines if e not in ENGINES]
     names = [t.name for t in rule.thresholds]
     out += [f"threshold {n!r} declared twice" for n in sorted({n for n in names if names.count(n) > 1})]
+    if not rule.example:
+        out.append("no example of firing")
     if not rule.doc.strip() or "Why it matters" not in rule.doc:
         out.append("docstring missing or without a 'Why it matters' section")
     return out

@@ -53,4 +53,7 @@ RULE = Rule(id="KB101", name="running-request-cap", title="Running-request cap b
             reads="the current cap (launch command, server_info or start-up log) or the pinned-at-cap signal",
             thresholds=(Threshold("knee_margin", 1.1, "the cap binds when it is at most this times the plateau's "
                                                       "knee concurrency"),),
+            example=("sglang with --max-running-requests 128; every stats line shows `#running-req: 128` with 64 "
+                     "waiting; 500,000 KV tokens and 2,000-token requests → --max-running-requests 250 "
+                     "(tests/rules/KB101/fires)"),
             check=check, doc=__doc__)

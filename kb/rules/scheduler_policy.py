@@ -65,4 +65,6 @@ RULE = Rule(id="KB104", name="scheduler-conservativeness", title="Scheduler hold
                                                       "is not the limit"),
                         Threshold("long_input_tokens", 2048, "benchmark input length from which prefill chunks "
                                                              "are made smaller")),
+            example=("half of sglang's stats lines show 30 waiting requests while 40 of 128 run at KV usage 0.31 → "
+                     "--schedule-conservativeness 0.3 (tests/rules/KB104/fires)"),
             check=check, doc=__doc__)

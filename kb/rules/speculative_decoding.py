@@ -60,4 +60,6 @@ RULE = Rule(id="KB109", name="speculative-decoding", title="Slow single-stream d
             fix_class="speculative-decoding", signals=("low-single-stream-decode",),
             needs=("benchmark",), severity="severe",
             reads="a concurrency-1 benchmark; config.json for draft (MTP) layers",
+            example=("a concurrency-1 benchmark decoding 25 tok/s (TPOT 40 ms) for a model without MTP layers → "
+                     "--speculative-algorithm NGRAM (tests/rules/KB109/fires)"),
             check=check, doc=__doc__)
