@@ -6,7 +6,6 @@ tool output elsewhere."""
 
 import shlex
 
-import pytest
 
 from kb.evidence import RunEvidence
 from kb.flags import catalog
