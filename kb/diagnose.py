@@ -190,7 +190,7 @@ def _why_rule(d: Diagnosis, rule, rec: Recommendation | None) -> dict:
         checks.append({"condition": f"needs: {need}", "state": "failed" if need in lacking else "held",
                        "detail": ("absent: " if need in lacking else "given: ") + what})
     detected = {s.id for s in d.signals}
-    checks += [{"condition": f"signal: {s}", "state": "held" if s in detected else "failed",
+    checks += [{"condition": f"reads signal: {s}", "state": "held" if s in detected else "failed",
                 "detail": "detected" if s in detected else "not detected"} for s in rule.signals]
     other_engine = not d.engine or d.engine not in rule.engines
     if other_engine:

@@ -50,6 +50,7 @@ def test_rule_fixture(rule_id, kind, case):
         assert not recs, f"{rule_id} fired on {case.name}: {recs[0].title}"
         return
     assert recs, f"{rule_id} silent on {case.name}; signals {[s.id for s in d.signals]}; warnings {d.warnings}"
+    assert opts.get("expect"), f"{case}: a fires case names what the rule must propose (case.json expect)"
     rec = recs[0]
     assert SEVERITY_ORDER[rec.severity] <= SEVERITY_ORDER[rule.severity], "severity above the rule's declared maximum"
     text = "\n".join([rec.title, *rec.commands, *(f"{f.flag} {f.new}" for f in rec.flags)])

@@ -6,7 +6,6 @@ tool output elsewhere."""
 
 import shlex
 
-
 from kb.evidence import RunEvidence
 from kb.flags import catalog
 from kb.records import BenchRun, Event, Hardware, ModelProfile, ServerTrace, Where

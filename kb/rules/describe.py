@@ -85,6 +85,15 @@ def markdown() -> str:
            "| id | name | severity | fix class | needs | engines |", "|---|---|---|---|---|---|"]
     out += [f"| {r.id} | {r.name} | {r.severity} | {r.fix_class} | "
             f"{', '.join(n.replace('|', ' or ') for n in r.needs) or '-'} | {', '.join(r.engines)} |" for r in RULES]
+    out += ["", "## Adding a rule", "",
+            "1. `kb/rules/NAME.py`: a docstring with What it flags / Why it matters (with sources) / Evidence /",
+            "   Fix, a `check(ctx)` returning a `Proposal` or None, and `RULE = Rule(...)` declaring the signals it",
+            "   reads, the evidence it needs, its fix class, strongest severity, thresholds (read with",
+            "   `ctx.limit(name)`) and an example.",
+            "2. Add `NAME.RULE` to `RULES` in `kb/rules/registry.py` (its metadata is checked at import).",
+            "3. `tests/rules/KBxxx/fires/CASE/` and `tests/rules/KBxxx/quiet/CASE/`: evidence files as kb reads",
+            "   them, and a `case.json` (see tests/rules/README.md).",
+            "4. `python scripts/gen_rules_doc.py` rewrites this file."]
     out += ["", "## Evidence kinds", ""] + [f"- `{k}`: {v[0]}" for k, v in EVIDENCE.items()]
     out += ["", "## Thresholds", "",
             "Rule thresholds go in the same TOML file as signal thresholds (`kb diagnose --thresholds FILE`),",
