@@ -119,3 +119,77 @@ def test_2026_case_is_well_formed(d):
     assert all(p.read_text().strip() for p in evidence)
     ev = read_run(evidence, config=None, gpu=meta["gpu"], engine=meta["engine"])  # parsing must not raise
     assert {Path(f["path"]).name for f in ev.files} == {p.name for p in evidence}
+
+
+# ---- 2026b set (tests/data/diagnosis_2026b): a second frozen 2026 set, collected and
+# labelled before kb was run on it, for an end-of-session generalisation check. No source
+# may be shared with the three sets above or be cited by a shipped finding (findings/,
+# docs/sources/), so the rules cannot have been written from these threads. Only its form
+# is checked here; kb is not run on it in tests, and its score is never asserted.
+
+SET_2026B = DATA / "diagnosis_2026b"
+DIRS_2026B = sorted(p for p in SET_2026B.iterdir() if p.is_dir())
+
+
+def _thread_key(url):
+    """'owner/repo#N' for a GitHub issue or pull URL (issues/N and pull/N are one thread)."""
+    import re
+
+    m = re.match(r"https://github\.com/([^/]+/[^/]+)/(?:issues|pull)/(\d+)", url)
+    return f"{m.group(1).lower()}#{m.group(2)}" if m else url.rstrip("/").lower()
+
+
+def test_2026b_set_has_cases_and_no_reused_source():
+    assert len(DIRS_2026B) >= 12
+    sources = [json.loads((d / "scenario.json").read_text())["source"] for d in DIRS_2026B]
+    keys = [_thread_key(s) for s in sources]
+    assert len(set(keys)) == len(keys)  # one case per thread
+    earlier = {_thread_key(json.loads((d / "scenario.json").read_text())["source"])
+               for d in DIRS + HELDOUT_DIRS + DIRS_2026}
+    assert not earlier & set(keys), sorted(earlier & set(keys))
+
+
+def test_2026b_sources_are_not_cited_by_shipped_findings():
+    import re
+
+    texts = [p.read_text(errors="replace") for base in ("findings", "docs/sources")
+             for p in sorted((ROOT / base).rglob("*.md"))]
+    blob = "\n".join(texts)
+    for d in DIRS_2026B:
+        src = json.loads((d / "scenario.json").read_text())["source"]
+        m = re.match(r"https://github\.com/([^/]+)/([^/]+)/(?:issues|pull)/(\d+)", src)
+        if m:
+            owner, repo, num = m.groups()
+            pat = rf"{re.escape(owner)}/{re.escape(repo)}/(?:issues|pull)/{num}(?!\d)|\b{re.escape(repo)} ?#{num}(?!\d)"
+        else:
+            pat = re.escape(src.rstrip("/"))
+        assert not re.search(pat, blob, flags=re.I), (d.name, src)
+
+
+def test_2026b_set_readme_says_labelled_before_running():
+    text = (SET_2026B / "README.md").read_text()
+    assert "before kb was first run" in text and "frozen" in text
+
+
+@pytest.mark.parametrize("d", DIRS_2026B, ids=[d.name for d in DIRS_2026B])
+def test_2026b_case_is_well_formed(d):
+    from ingest.run import read_run
+
+    meta = json.loads((d / "scenario.json").read_text())
+    url = urlparse(meta["source"])
+    assert url.scheme == "https" and url.netloc, meta["source"]  # GitHub threads, plus one write-up
+    assert meta["engine"] in ("sglang", "vllm")
+    assert meta["gpu"] is None or isinstance(meta["gpu"], str)
+    assert meta["config"] is None
+    assert meta["confirmed_fix_class"] in FIX_CLASSES
+    labels = meta["fix_classes"]
+    assert labels[0] == meta["confirmed_fix_class"] and len(set(labels)) == len(labels)
+    assert all(c in FIX_CLASSES and c != "unclassified" for c in labels), labels
+    for key in ("confirmed_fix", "confirmed_by", "topic", "labelled"):
+        assert isinstance(meta[key], str) and meta[key].strip(), key
+    assert isinstance(meta["notes"], str)
+    evidence = sorted(p for p in d.iterdir() if p.is_file() and p.name != "scenario.json")
+    assert evidence and {p.name for p in evidence} <= EVIDENCE_NAMES
+    assert all(p.read_text().strip() for p in evidence)
+    ev = read_run(evidence, config=None, gpu=meta["gpu"], engine=meta["engine"])  # parsing must not raise
+    assert {Path(f["path"]).name for f in ev.files} == {p.name for p in evidence}
