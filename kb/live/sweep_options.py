@@ -118,4 +118,3 @@ def fit_lengths(opts: SweepOptions, ctx: int | None) -> tuple[SweepOptions, str 
     return replace(opts, input_len=inp, output_len=out), (
         f"the server's context is {ctx} tokens (max_model_len): input {inp} + output {out} tokens instead of the "
         f"default {DEFAULT_INPUT_LEN} + {DEFAULT_OUTPUT_LEN} (--input-len and --output-len set them)")
-
