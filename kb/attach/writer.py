@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ingest.markdown import _slug, finding_spans, parse_findings, render
+from ingest.markdown import finding_spans, parse_findings, render, slug
 from kb.attach.finding import UNCLASSIFIED, build
 from kb.attach.gains import CONFIDENCE_ORDER
 from kb.attach.request import Request
@@ -51,8 +51,8 @@ def near_duplicate(f: Finding, existing: list[Finding]) -> Finding | None:
 
 def _id_base(title: str, limit: int = 48) -> str:
     """The title's slug, cut at a word boundary."""
-    slug = _slug(title, 200)
-    return slug if len(slug) <= limit else slug[:limit + 1].rsplit("-", 1)[0]
+    s = slug(title, 200)
+    return s if len(s) <= limit else s[:limit + 1].rsplit("-", 1)[0]
 
 
 def _unique_id(base: str, taken: set[str]) -> str:
