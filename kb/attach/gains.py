@@ -6,7 +6,8 @@ from __future__ import annotations
 from statistics import median
 from typing import Callable
 
-from kb.compare import Level, Pair, spread
+from kb.compare import Level, Pair
+from kb.evidence import spread
 from kb.records import BenchRun, Gain
 
 # (metric as FORMAT.md names it, unit, value of one run); latencies are per-request medians.
