@@ -20,35 +20,18 @@ def render(f: Finding) -> str:
     """A finding in the canonical format (reads back to an equal record)."""
     c = f.context
     lines = [f"## {f.title}", ""]
-
-    def add(label: str, value) -> None:
-        if value not in (None, "", []):
-            lines.append(f"- **{label}:** {value}")
-
-    add("ID", f.id)
-    add("Symptoms", "; ".join(f.symptoms))
-    add("Engine", c.engine)
-    add("Engine version", c.engine_version)
-    add("GPU", c.gpu)
-    add("GPU arch", c.gpu_arch)
-    add("GPU count", c.gpu_count)
-    add("Interconnect", c.interconnect)
-    add("Model", c.model)
-    add("Model family", c.model_family)
-    add("Parameters", _fmt_params(c.params_b) if c.params_b is not None else None)
-    add("Experts", c.experts)
-    add("Experts per token", c.experts_per_token)
-    add("Expert intermediate size", c.expert_intermediate_size)
-    add("Quantization", c.quantization)
-    add("Root cause", f.root_cause)
-    add("Fix", f.fix)
-    add("Fix classes", ", ".join(f.fix_classes))
-    add("Confidence", f.confidence)
-    add("Sources", ", ".join(str(s) for s in f.sources))
-    add("Tags", ", ".join(f.tags))
-    add("Measured on", f.measured_on)
-    for k, v in f.extra.items():
-        add(k, v)
+    fields = [
+        ("ID", f.id), ("Symptoms", "; ".join(f.symptoms)), ("Engine", c.engine), ("Engine version", c.engine_version),
+        ("GPU", c.gpu), ("GPU arch", c.gpu_arch), ("GPU count", c.gpu_count), ("Interconnect", c.interconnect),
+        ("Model", c.model), ("Model family", c.model_family),
+        ("Parameters", _fmt_params(c.params_b) if c.params_b is not None else None), ("Experts", c.experts),
+        ("Experts per token", c.experts_per_token), ("Expert intermediate size", c.expert_intermediate_size),
+        ("Quantization", c.quantization), ("Root cause", f.root_cause), ("Fix", f.fix),
+        ("Fix classes", ", ".join(f.fix_classes)), ("Confidence", f.confidence),
+        ("Sources", ", ".join(str(s) for s in f.sources)), ("Tags", ", ".join(f.tags)), ("Measured on", f.measured_on),
+        *f.extra.items(),
+    ]
+    lines += [f"- **{label}:** {value}" for label, value in fields if value not in (None, "", [])]
     if f.applies_when:
         lines.append("- **Applies when:**")
         lines += [f"  - {c.key}: {c.value}" for c in f.applies_when]
