@@ -7,7 +7,8 @@ A stand-in server (a child process, plain asyncio) streams `--output-len` tokens
 request as vLLM 0.32 frames them (one `data: {...}` event per token, chunked transfer
 encoding, then the usage chunk and `[DONE]`), as fast as it can, so the client's CPU
 is all that is measured. The same requests go through `one_request` of this checkout
-and of the `--before` checkout (its kb/live/sweep.py, loaded under another name),
+and of the `--before` checkout (its kb/live/stream.py, or kb/live/sweep.py before the
+sweep was split, loaded under another name),
 interleaved for `--rounds` rounds; the table gives the median CPU seconds (user +
 system, of this process) per 1,000 tokens. Exit 0; traffic only to 127.0.0.1.
 """
@@ -26,6 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from kb.live.client import Timeouts  # noqa: E402
 
 SERVER = r'''
 import asyncio, json, sys
@@ -75,7 +78,10 @@ asyncio.run(main())
 
 
 def load_sweep(root: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, root / "kb" / "live" / "sweep.py")
+    """The module holding `one_request` in that checkout."""
+    live = root / "kb" / "live"
+    path = live / "stream.py" if (live / "stream.py").exists() else live / "sweep.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod  # its dataclasses look their module up
     spec.loader.exec_module(mod)
@@ -88,8 +94,9 @@ async def drive(mod, url: str, c: int, n: int, output_len: int) -> tuple[float, 
     issued = 0
     tokens = 0
     if hasattr(mod, "stream_session"):  # aiohttp: one session of c connections
-        opts = mod.SweepOptions(levels=[c])
-        clients = [mod.stream_session(opts, {}, None, c)]
+        # the sweep's own timeouts; before the split, stream_session took the whole SweepOptions
+        timeouts = mod.SweepOptions(levels=[c]) if hasattr(mod, "SweepOptions") else Timeouts(connect=5.0, read=60.0)
+        clients = [mod.stream_session(timeouts, {}, None, c)]
         pick = lambda i: clients[0]  # noqa: E731
         close = [s.close for s in clients]
     else:  # httpx: one client (and connection) per worker, as that version did

@@ -71,9 +71,9 @@ class TextLines:
 def context_of(lines: list[TextLine]) -> dict:
     """Engine, version, GPUs, model and quantization that prose names (ingest.markdown's
     reading of free-form notes)."""
-    from ingest.markdown import _context_from
+    from ingest.markdown import context_from
 
-    return _context_from("\n".join(t.text for t in lines))
+    return context_from("\n".join(t.text for t in lines))
 
 
 FLAG_MENTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|(?<![\w-])--[a-z]{3,}\b")

@@ -22,7 +22,7 @@ from statistics import median
 from typing import Callable
 
 from kb.errors import InputError, KbError
-from kb.evidence import RunEvidence
+from kb.evidence import RunEvidence, spread
 from kb.records import BenchRun
 from kb.units import sig3  # the columns name the unit: three figures, as every gain is shown
 
@@ -136,14 +136,6 @@ def match_levels(before: list[Level], after: list[Level], names: tuple[str, str]
 
 
 # ------------------------------------------------------------------ cells and verdicts
-
-
-def spread(values: list[float]) -> float | None:
-    """(max - min) / median of repeated runs; None for a single run."""
-    if len(values) < 2:
-        return None
-    mid = median(values)
-    return (max(values) - min(values)) / mid if mid else None
 
 
 @dataclass

@@ -11,6 +11,14 @@ from pydantic import BaseModel, Field
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace, Where
 
 
+def spread(values: list[float]) -> float | None:
+    """(max - min) / median of repeated runs; None for a single run or a zero median."""
+    if len(values) < 2:
+        return None
+    mid = median(values)
+    return (max(values) - min(values)) / mid if mid else None
+
+
 class TextLine(BaseModel):
     """A line of text a run's files hold: a notable log line (a warning, an error) or a
     line of prose (a pasted issue, notes). Findings' `log` and `text` conditions and the
@@ -66,7 +74,7 @@ class RunEvidence(BaseModel):
             points.append(CurvePoint(
                 level=level, throughput=mid, output_throughput=median(outs) if outs else None,
                 ttft_median_ms=median([t for t in ttfts if t is not None]) if any(t is not None for t in ttfts) else None,
-                runs=len(runs), spread=(max(tps) - min(tps)) / mid if mid else 0.0,
+                runs=len(runs), spread=spread(tps) or 0.0,
                 sources=[r.source for r in runs if r.source]))
         return points
 

@@ -15,7 +15,10 @@ from kb.errors import ServerError
 from kb.live import client as cl
 from kb.live.metrics import Scrape, vllm_cache_config
 from kb.live.probe import probe
-from kb.live.sweep import Outcome, SweepOptions, percentile, summarise
+from kb.live.stats import percentile
+from kb.live.stream import Outcome
+from kb.live.sweep_options import SweepOptions
+from kb.live.sweep_output import summarise
 
 LIVE = DATA / "samples" / "live"
 SGLANG_INFO = DATA / "samples" / "sglang_bench_jsonl" / "p1_sglang058_server_info.jsonl"
@@ -301,7 +304,7 @@ def test_summarise_with_nothing_done_has_zero_rates():
     ((32, 64), 512, (32, 64), None),
 ])
 def test_fit_lengths_fits_defaults_and_says_so(given, ctx, want, note):
-    from kb.live.sweep import fit_lengths
+    from kb.live.sweep_options import fit_lengths
 
     opts, said = fit_lengths(SweepOptions(levels=[1], input_len=given[0], output_len=given[1]), ctx)
     assert (opts.input_len, opts.output_len) == want
@@ -317,7 +320,7 @@ def test_fit_lengths_fits_defaults_and_says_so(given, ctx, want, note):
 ])
 def test_fit_lengths_refuses_given_lengths_that_cannot_fit(given, ctx, words):
     from kb.errors import KbError
-    from kb.live.sweep import fit_lengths
+    from kb.live.sweep_options import fit_lengths
 
     with pytest.raises(KbError) as e:
         fit_lengths(SweepOptions(levels=[1], input_len=given[0], output_len=given[1]), ctx)
@@ -331,7 +334,7 @@ def test_calibration_never_sends_a_prompt_longer_than_the_context():
     chosen prompt is the nearest at or below the target (253, not 257)."""
     import asyncio
 
-    from kb.live.sweep import calibrate
+    from kb.live.prompts import calibrate
 
     ctx, sent = 512, []
 

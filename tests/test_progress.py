@@ -25,11 +25,12 @@ CHILD = textwrap.dedent(f"""
     progress.BAR_BYTES = 1024
     from ingest.run import read_run
     ev = read_run([Path({str(LOG)!r})])
-    from kb.live.sweep import Progress
-    p = Progress(True)
-    p.show(4, 3, 8, 1, time.monotonic())
+    from kb.live.runner import level_label
+    bar = progress.LevelBar(True)
+    bar.start(level_label(4), 8)
+    bar.update(3, 1)
     time.sleep(0.3)
-    p.end()
+    bar.end()
     print("stdout:", ev.traces[0].stats["samples"])
 """)
 

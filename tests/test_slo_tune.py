@@ -12,7 +12,7 @@ import pytest
 from kb.errors import UsageError
 from kb.live import slo
 from kb.live.server import ManagedServer, StartFailed, multi_node, with_port
-from kb.live.sweep import Outcome
+from kb.live.stream import Outcome
 from kb.tune import parse_candidate, refinements, score, verdict
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from kb.errors import UsageError
+from kb.live.stats import percentile
 
 METRICS = {"ttft": "ttft", "tpot": "tpot", "itl": "itl", "e2e": "e2e_latency", "e2el": "e2e_latency",
            "latency": "e2e_latency"}
@@ -61,9 +62,7 @@ def parse(text: str) -> list[Objective]:
 
 
 def _percentile(vals: list[float], p: float) -> float:
-    from kb.live.sweep import percentile  # numpy's default interpolation, as the sweep's own figures
-
-    return percentile(sorted(vals), p)
+    return percentile(sorted(vals), p)  # numpy's default interpolation, as the sweep's own figures
 
 
 def request_value_ms(o, metric: str, pct: float) -> float | None:
