@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 from kb.records import Finding
 from ingest.textfile import SNIFF_BYTES
@@ -31,26 +32,29 @@ def is_findings(p: Path) -> bool:
 
 
 def _results_only(head: bytes) -> bool:
-    if b"|" not in head or len(head) >= 4 * SNIFF_BYTES:
+    """A whole small file that a run format claims as its own output (ingest.formats)."""
+    if b"|" not in head or len(head) >= 4 * SNIFF_BYTES:  # every such claim is a table, of a small file
         return False
-    from ingest.generic_results import only_a_results_table
+    from ingest.formats import FORMATS
 
-    return only_a_results_table(head.decode("utf-8", errors="replace"))
+    text = head.decode("utf-8", errors="replace")
+    return any(f.markdown(text) for f in FORMATS if f.markdown)
 
 
-def split_paths(paths: list[Path]) -> tuple[list[Path], list[Path], list[tuple[Path, str]]]:
-    """(findings files, run-evidence files, skipped with why) for files and directories."""
+def split_paths(paths: list[Path], exclude: Callable[[Path], str | None] | None = None
+                ) -> tuple[list[Path], list[Path], list[tuple[Path, str]]]:
+    """(findings files, run-evidence files, skipped with why) for files and directories.
+    `exclude` says why a file is left out (the caller's knowledge, e.g. the shipped
+    findings' source documents), or None."""
     from ingest.run import walk
-    from kb.store import is_story
 
     findings, evidence, skipped = [], [], []
     for p, why in walk(paths):
+        if not why and p.name == "FORMAT.md":
+            continue
+        why = why or (exclude(p) if exclude else None)
         if why:
             skipped.append((p, why))
-        elif p.name == "FORMAT.md":
-            continue
-        elif is_story(p):
-            skipped.append((p, "a source document the shipped findings cite, not findings"))
         elif is_findings(p):
             findings.append(p)
         else:

@@ -146,3 +146,16 @@ def _ct_groups(q: dict) -> list[dict]:
 def _dict(v) -> dict:
     """A sub-block that should be an object; anything else (a damaged file) reads as empty."""
     return v if isinstance(v, dict) else {}
+
+
+class HfQuantConfigReader:
+    """ingest/base.py JsonReader: a ModelOpt `hf_quant_config.json` named on its own. It
+    yields nothing by itself (hf_config reads it with the config.json beside it), so it
+    claims the document with an empty list: recognised, not an unknown file."""
+
+    kind = "hf-quant-config"
+
+    def read(self, doc, path: str, line: int | None) -> list | None:
+        if line is None and isinstance(doc, dict) and ("quantization" in doc or "producer" in doc):
+            return []
+        return None

@@ -19,6 +19,8 @@ from typing import Iterable, Iterator
 from kb.errors import InputError
 from kb.evidence import RunEvidence, TextLine
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
+from ingest.generic_results import KIND as GENERIC  # its tables get a column report
+from ingest.launch_command import LaunchCommand
 from ingest.textfile import SNIFF_BYTES, lines
 
 MAX_JSON_BYTES = 256 * 2**20  # a larger .json is read as JSON lines
@@ -28,27 +30,16 @@ MAX_RECORDS = 5_000  # runs from one JSON-lines file (a sweep has dozens; each h
 
 
 def _line_parsers(path: str) -> list:
-    from ingest import genai_perf, nvidia_smi, offline_bench, sglang_bench, sglang_log, vllm_bench, vllm_log
-    from ingest.launch_command import FlagListLines, LaunchCommandLines
+    """A fresh parser of every line format but prose (ingest.formats), in priority order."""
+    from ingest.formats import TEXT, of_shape
 
-    classes = [sglang_bench.SglangBenchText, vllm_bench.VllmBenchText, genai_perf.GenAiPerfCsv,
-               sglang_log.SglangLog, vllm_log.VllmLog, LaunchCommandLines, FlagListLines, *offline_bench.PARSERS,
-               *nvidia_smi.PARSERS]
-    from ingest.generic_results import GenericResultsText
-
-    return [cls(path) for cls in classes] + [GenericResultsText(path)]  # last: see _read_lines
+    return [f.reader(path) for f in of_shape("lines") if f.kind != TEXT]
 
 
 def _json_readers() -> list:
-    from ingest import genai_perf, guidellm, kb_sweep, sglang_bench, vllm_bench
-    from ingest.hf_config import HfConfigReader
+    from ingest.formats import of_shape
 
-    from ingest import generic_results
-
-    # kb_sweep before sglang_bench: its lines are sglang's shape plus /metrics samples;
-    # the generic results reader last: it reads what no specific reader owns
-    return [HfConfigReader(), *[cls() for m in (kb_sweep, sglang_bench, vllm_bench, guidellm, genai_perf, generic_results)
-                                for cls in m.READERS]]
+    return [f.reader() for f in of_shape("json")]
 
 
 _README = re.compile(r"^readme(\.(md|markdown|txt|rst))?$", re.I)
@@ -167,12 +158,17 @@ def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
         except (ValueError, UnicodeDecodeError, RecursionError):
             doc = None
         if doc is not None:
+            companion = None
             for r in readers:
                 out = r.read(doc, shown, None)
                 if out:
                     return out, [r.kind]
-            if isinstance(doc, dict) and ("quantization" in doc or "producer" in doc):
-                return [], ["hf-quant-config (read with the config.json beside it)"]
+                if out is not None and companion is None:  # recognised, read with another file
+                    companion = r.kind
+            if companion:
+                from ingest.formats import reported_kind, by_kind
+
+                return [], [reported_kind(by_kind(companion)[0])]
     # JSON lines: one document per line (sglang bench_serving --output-file appends)
     records, kinds, any_json, broken = [], [], False, []
     with open(p, encoding="utf-8", errors="replace") as fh:
@@ -202,19 +198,17 @@ def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
     return (records, kinds) if records or any_json else None
 
 
-GENERIC = "generic-results"
-
 # Periodic stats lines make up almost all of a long server log and belong to the log
 # parsers alone: handing them only to those keeps a 1 GB log fast.
 STATS_MARKERS = ("Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
 
 
 def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
-    from ingest.textevidence import TextLines
+    from ingest.formats import prose, stats_kinds
 
-    text = TextLines(str(p))
+    text = prose().reader(str(p))
     parsers = _line_parsers(str(p))
-    logs = [x for x in parsers if x.kind in ("sglang-log", "vllm-log")]
+    logs = [x for x in parsers if x.kind in stats_kinds()]
     every = [*parsers, text]
     if since is not None and 0 < since <= p.stat().st_size:
         _feed_since(p, since, every, logs)
@@ -244,10 +238,13 @@ _WORDS = re.compile(r"[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}")
 
 
 def _results(parsers: list) -> tuple[list, list[str]]:
+    from ingest.formats import leftover_kinds
+
+    leftover = leftover_kinds("lines")
     records, kinds = [], []
     hw = []
     for parser in parsers:
-        if parser.kind == GENERIC and any(isinstance(r, BenchRun) for r in records):
+        if parser.kind in leftover and any(isinstance(r, BenchRun) for r in records):
             continue  # benchmark output a specific reader recognised is never read again as a table
         found = parser.results()
         if not found:
@@ -300,8 +297,9 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
             ev.files.append({"path": str(p), "skipped": f"cannot be read ({e.strerror or e})"})
             continue
         if not records and not kinds:
-            ev.files.append({"path": str(p), "skipped": "not a recognised format (benchmark output, server log, "
-                                                        "launch command, config.json or nvidia-smi output)"})
+            from ingest.formats import unknown_file
+
+            ev.files.append({"path": str(p), "skipped": unknown_file()})
             continue
         ev.files.append({"path": str(p), "kind": ", ".join(kinds), "yielded": _describe(records) or "no values on its own"})
         if GENERIC in kinds:
@@ -317,7 +315,7 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
                 hardware.append(r)
             elif isinstance(r, TextLine):
                 ev.text.append(r)
-            elif type(r).__name__ == "LaunchCommand":
+            elif isinstance(r, LaunchCommand):
                 launches.append(r)
     if launch:
         from ingest.launch_command import parse_launch_command

@@ -59,8 +59,9 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run 
     """Index findings (re-ingesting unchanged files does no work) and say what each run file is."""
     from ingest.detect import split_paths
     from ingest.run import read_run, require_named
+    from kb.store import not_findings
 
-    findings, evidence, skipped = split_paths(list(paths))
+    findings, evidence, skipped = split_paths(list(paths), exclude=not_findings)
     ev = read_run(evidence) if evidence else None
     run_files = (ev.files if ev else []) + [{"path": str(p), "skipped": why} for p, why in skipped]
     require_named(paths, run_files)  # before anything is stored

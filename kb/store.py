@@ -66,6 +66,11 @@ def is_story(p: Path) -> bool:
     return bool(shipped) and p.resolve().parent == (shipped / STORIES_DIR).resolve()
 
 
+def not_findings(p: Path) -> str | None:
+    """Why a file among the findings is not one to index (ingest.detect.split_paths' `exclude`)."""
+    return "a source document the shipped findings cite, not findings" if is_story(p) else None
+
+
 def findings_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.md") if p.name not in ("FORMAT.md", "README.md"))
 
