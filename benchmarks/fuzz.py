@@ -397,10 +397,16 @@ class Target:
     run: Callable[[Any], None]
 
 
+def target_name(f) -> str:
+    """A format's target: `module.Class` for a line parser, `json.Class` for a JSON reader."""
+    cls = f.reader
+    return f"{cls.__module__.split('.')[-1]}.{cls.__name__}" if f.shape == "lines" else f"json.{cls.__name__}"
+
+
 def targets() -> list[Target]:
-    """Every entry point: the line parsers and JSON readers are taken from ingest.run's
-    registries, so a format added there is fuzzed without a change here."""
-    from ingest import run
+    """Every entry point: the line parsers and JSON readers are taken from the format
+    registry (ingest/formats.py), so a format added there is fuzzed without a change here."""
+    from ingest.formats import FORMATS
 
     out = [
         Target("markdown.parse_findings", lambda: texts(markdown_samples()), _markdown),
@@ -408,12 +414,12 @@ def targets() -> list[Target]:
         Target("hf_config.profile_from_config", config_documents, _config),
         Target("launch_command.parse_launch_command", launch_texts, _launch),
     ]
-    for cls in (type(p) for p in run._line_parsers(FAKE_PATH)):
-        out.append(Target(f"{cls.__module__.split('.')[-1]}.{cls.__name__}", line_lists, line_parser_target(cls)))
-    for r in run._json_readers():
-        out.append(Target(f"json.{type(r).__name__}",
-                          lambda: st.tuples(json_documents(), st.none() | st.integers(1, 10**6)),
-                          json_reader_target(r)))
+    for f in FORMATS:
+        if f.shape == "lines":
+            out.append(Target(target_name(f), line_lists, line_parser_target(f.reader)))
+        else:
+            out.append(Target(target_name(f), lambda: st.tuples(json_documents(), st.none() | st.integers(1, 10**6)),
+                              json_reader_target(f.reader())))
     return out
 
 

@@ -12,7 +12,9 @@ from typing import Callable
 from kb.records import Finding
 from ingest.textfile import SNIFF_BYTES
 
-_HEADING = re.compile(rb"^#{1,6} \S", re.M)
+# A markdown heading; not a Prometheus exposition comment (`# HELP`, `# TYPE`: a saved
+# /metrics page) nor a banner comment in a capture (`# --- decode worker ---`)
+_HEADING = re.compile(rb"^#{1,6} (?!(?:HELP|TYPE|UNIT|EOF)\b|[-=*~#]{2})\S", re.M)
 _FENCE = re.compile(rb"^(```|~~~).*?^(```|~~~)", re.M | re.S)
 
 
