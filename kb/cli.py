@@ -80,10 +80,12 @@ def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run 
                 absent = f"; not given: {', '.join(row['absent'])}" if row["absent"] else ""
                 typer.echo(f"  {r.id} [{r.kind}] found: {', '.join(row['found']) or '-'}; "
                            f"missing: {', '.join(row['missing']) or '-'}{absent}")
-    from kb.render import file_line
+    from kb.render import file_line, format_lines
 
     for f in run_files:
         typer.echo(file_line(f))
+        for line in format_lines(f) if report else []:
+            typer.echo(line)
         if report and f.get("columns"):  # a table read by the generic results reader: how
             typer.echo(f"  columns: {f['columns']}")
     for w in ev.warnings if ev else []:

@@ -79,6 +79,14 @@ def file_line(f: dict) -> str:
     return f"{f['path']}: " + (f"{f['kind']} → {f['yielded']}" if "kind" in f else f"skipped ({f['skipped']})")
 
 
+def format_lines(f: dict) -> list[str]:
+    """Under a file's line in `kb ingest --report`: what each format it was read as is
+    (ingest/formats.py)."""
+    from ingest.formats import describe
+
+    return [f"  {k}: {d}" for k in f.get("kind", "").split(", ") if k and (d := describe(k))]
+
+
 def signal_lines(s, indent: str = "", evidence: int = 4) -> list[str]:
     lines = [f"{indent}[{s.severity.upper()}] {s.id}: {s.summary}"]
     lines += [f"{indent}    · {e.text}" + (f"  ({e.where})" if e.where else "") for e in s.evidence[:evidence]]

@@ -53,18 +53,14 @@ CONCURRENCY = {
 }
 
 
-# Which files of a directory are benchmark results (console tables of GuideLLM,
-# GenAI-Perf and AIPerf are kept beside them as provenance, not read here).
-DIR_SUFFIXES = {"guidellm_json": (".json",), "genai_perf": (".json", ".csv")}
-
-
 def sample_files() -> list[Path]:
-    files = []
-    for d in sorted(DIR_TOOLS):
-        suffixes = DIR_SUFFIXES.get(d)
-        files += sorted(p for p in (SAMPLES / d).glob("*") if p.is_file() and not p.name.startswith("SOURCES")
-                        and (suffixes is None or p.suffix in suffixes))
-    return files
+    """The samples of the formats in those folders, as the format registry names them
+    (console tables of GuideLLM, GenAI-Perf and AIPerf are kept beside them as provenance)."""
+    from ingest.formats import FORMATS
+    from ingest.formats import sample_files as of_format
+
+    return sorted({p for f in FORMATS if f.samples in DIR_TOOLS for p in of_format(f, SAMPLES)},
+                  key=lambda p: (p.parent.name, p.name))
 
 
 def feed_text(cls, path: Path, lines: list[str] | None = None):

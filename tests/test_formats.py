@@ -111,3 +111,20 @@ def test_comment_lines_are_not_markdown_headings(tmp_path):
     notes = tmp_path / "notes.txt"
     notes.write_text("# MoE kernels on H20\n\nThe default config was slow.\n\n## Fix\n\nTune the kernel.\n")
     assert is_findings(notes)
+
+
+def test_ingest_report_describes_each_format_and_names_them_for_an_unknown_file(kb, tmp_path):
+    smi = SAMPLES / "nvidia_smi" / "p3_a100x8_list_and_query_csv.txt"
+    quant = SAMPLES / "model_configs" / "p3_nvidia--GLM-5-NVFP4_hf_quant_config.json"
+    blob = tmp_path / "blob.bin"
+    blob.write_bytes(b"\x00\x01" * 10)
+    p = kb("ingest", "--report", smi, quant, tmp_path)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    at = lines.index(f"{smi}: nvidia-smi-csv, nvidia-smi-list → GPU facts: 8x NVIDIA A100-SXM4-80GB")
+    assert lines[at + 1:at + 3] == ["  nvidia-smi-csv: `nvidia-smi --query-gpu=… --format=csv`",
+                                    "  nvidia-smi-list: `nvidia-smi -L` and env dumps' `GPU 0,1: NAME` lines"]
+    assert "  hf-quant-config (read with the config.json beside it): a ModelOpt hf_quant_config.json" in lines
+    assert f"{blob}: skipped ({unknown_file()})" in lines
+    plain = kb("ingest", smi).stdout
+    assert "nvidia-smi-csv:" not in plain  # descriptions only with --report
