@@ -152,9 +152,9 @@ def describe(reported: str) -> str | None:
 
 
 def unknown_file() -> str:
-    """Why a file was skipped: it is none of the formats (their families, in table order)."""
-    families = list(dict.fromkeys(f.family for f in sorted(FORMATS, key=lambda f: f.priority)
-                                  if not f.companion and f.family != "text"))
+    """Why a file was skipped: it is none of the formats (their families, text formats first)."""
+    families = list(dict.fromkeys(f.family for f in of_shape("lines") + of_shape("json")
+                                  if not f.companion and f.kind != TEXT))
     return f"not a recognised format ({', '.join(families[:-1])} or {families[-1]})"
 
 
@@ -163,3 +163,35 @@ def sample_files(f: Format, samples_root: Path) -> list[Path]:
     folder = samples_root / f.samples
     return sorted(p for p in folder.iterdir() if p.is_file() and not p.name.startswith("SOURCES")
                   and re.search(f.pattern, p.name)) if folder.is_dir() else []
+
+
+def document() -> str:
+    """docs/FORMATS.md: what kb reads from a run, from this table (`python -m ingest.formats`)."""
+    rows = [f"| `{f.kind}` | {f.description}{' (read with ' + f.companion + ')' if f.companion else ''} | "
+            f"{'lines' if f.shape == 'lines' else 'JSON / JSON lines'} | tests/data/samples/{f.samples} |"
+            for shape in ("lines", "json") for f in of_shape(shape)]
+    return "\n".join([
+        "# Run formats",
+        "",
+        "What `kb ingest`, `kb diagnose` and `kb signals` read from a run's files, recognised by",
+        "content, never by name. Generated from ingest/formats.py (`python -m ingest.formats >",
+        "docs/FORMATS.md`); tests/test_formats.py checks it is current. Text formats are read in",
+        "one pass, every parser fed every line, so one capture can hold several; a JSON document",
+        "goes to the first reader, in this order, that finds records in it. Findings markdown",
+        "is not listed: it goes to the index (findings/FORMAT.md).",
+        "",
+        "| kind | what it is | read as | samples |",
+        "| --- | --- | --- | --- |",
+        *rows,
+        "",
+        "A file none of these recognise is skipped: " + unknown_file() + ".",
+        "",
+        "To add a format: a module in ingest/ with a reader class (ingest/base.py), one line in",
+        "`FORMATS`, a folder of real outputs under tests/data/samples with a SOURCES.md, then",
+        "regenerate this page.",
+        "",
+    ])
+
+
+if __name__ == "__main__":
+    print(document(), end="")

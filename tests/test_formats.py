@@ -128,3 +128,10 @@ def test_ingest_report_describes_each_format_and_names_them_for_an_unknown_file(
     assert f"{blob}: skipped ({unknown_file()})" in lines
     plain = kb("ingest", smi).stdout
     assert "nvidia-smi-csv:" not in plain  # descriptions only with --report
+
+
+def test_docs_formats_page_is_current():
+    from ingest.formats import document
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "FORMATS.md"
+    assert page.read_text(encoding="utf-8") == document(), "regenerate: python -m ingest.formats > docs/FORMATS.md"
