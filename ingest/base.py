@@ -7,6 +7,9 @@ line and keeps only what it recognises, in bounded memory.
 
 JSON formats receive the decoded document (or each JSONL line) and return records,
 or None when the document is not theirs.
+
+Every reader class has one line in ingest/formats.py, the table that detection, the
+fuzzer and the sample tests read.
 """
 
 from __future__ import annotations
@@ -32,4 +35,5 @@ class JsonReader(Protocol):
     kind: str
 
     def read(self, doc: Any, path: str, line: int | None) -> list[BaseModel] | None:
-        """Records from one JSON document (`line` is set for JSONL), or None if not this format."""
+        """Records from one JSON document (`line` is set for JSONL), or None if not this format
+        (an empty list: this format's, but read with another file: ingest/formats.py `companion`)."""

@@ -1,7 +1,8 @@
 """A run's files → RunEvidence: recognise each file by its content, not its name.
 
 JSON (whole document or one per line) goes to the JSON readers; anything else is
-streamed once, line by line, through every line parser, so a terminal capture that
+streamed once, line by line, through every line parser (both listed, in order, in
+ingest/formats.py), so a terminal capture that
 mixes a launch command, start-up lines, Decode batch lines and a benchmark block
 yields each part. Directories are walked without following links; FIFOs, devices
 and binaries are reported as skipped, never read.
