@@ -146,9 +146,10 @@ def reported_kind(f: Format) -> str:
 
 
 def describe(reported: str) -> str | None:
-    """The description of a kind as `kb ingest` reports it (the companion note stripped)."""
+    """The description of a kind as `kb ingest` reports it (the companion note stripped);
+    a kind read both from text and from JSON (generic-results) has both."""
     found = by_kind(reported.split(" (", 1)[0])
-    return found[0].description if found else None
+    return " / ".join(dict.fromkeys(f.description for f in found)) or None
 
 
 def unknown_file() -> str:

@@ -135,3 +135,8 @@ def test_docs_formats_page_is_current():
 
     page = Path(__file__).resolve().parent.parent / "docs" / "FORMATS.md"
     assert page.read_text(encoding="utf-8") == document(), "regenerate: python -m ingest.formats > docs/FORMATS.md"
+
+
+def test_a_kind_read_from_text_and_json_is_described_as_both():
+    text, js = (f.description for f in FORMATS if f.kind == "generic-results")
+    assert describe("generic-results") == f"{text} / {js}"
