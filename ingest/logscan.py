@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import io
 import re
+from collections import deque
 from functools import reduce
 from itertools import compress
-from operator import add
+from operator import add, attrgetter
 from typing import Callable, Iterable
 
-from ingest.serverlog import MAX_RANKS
+from ingest.serverlog import MAX_RANKS, SampleStats
 from ingest.textfile import MAX_LINE_CHARS, lines
 
 CHUNK = 2**20
@@ -166,6 +167,7 @@ class _State:
         self.lineno = 0
         self.fast_lines = 0  # rows fed to no parser: each log parser counts them as lines
         self.pending_cr = False
+        self.fast = _Shapes(self)
 
     # ------------------------------------------------------------ lines the parsers read
 
@@ -194,6 +196,11 @@ class _State:
     # ------------------------------------------------------------ a block of complete lines
 
     def block(self, data: bytes) -> None:
+        if not self.fast.block(data):
+            self.rows_block(data)
+
+    def rows_block(self, data: bytes) -> None:
+        """A block through the row pattern, run by run (any block the shape path declines)."""
         # the extra fields this block holds at all (a bytes search is far cheaper than a column per run)
         self.extras = [(c, k) for c, k in _SG_EXTRA if b", " + k.encode() + b": " in data]
         rows = ROWS.findall(data)
@@ -373,3 +380,307 @@ def _ranks(st, ranks: Iterable) -> None:
         r = r.decode() if isinstance(r, bytes) else r
         if r:
             st.ranks.add(r)
+
+
+# ---------------------------------------------------------------- the shape path
+#
+# A line's shape is the line with every digit written as 0 (widths kept): two lines of one
+# shape take the same path through ROWS, since ROWS reads digits only as \d (the access
+# line's literal digits are checked apart: _ACCESS_TAIL). So ROWS runs once per new shape,
+# not once per line; a shape's numbers sit at fixed places among the line's runs of digits
+# and dots, so one split of all the lines of a shape gives every field of every line.
+
+_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NUMBERS = bytes(c if c in b"0123456789." else 32 for c in range(256))  # runs of digits and dots, all else a space
+_TOKEN = re.compile(rb"[0-9.]+")
+_ACCESS_TAIL = re.compile(rb'- "(?:GET|POST) /(?:v1/chat/completions|v1/completions|generate|health|metrics|v1/models'
+                          rb'|get_model_info|get_server_info|version|ping|tokenize|detokenize|health_generate'
+                          rb'|flush_cache|v1/embeddings) HTTP/1\.[01]" [1-4]\d\d(?: OK|(?: [A-Z][a-z]+)+)\n')
+# the order-dependent float fields, read in file order from the whole block
+_SG_GEN = re.compile(rb"gen throughput \(token/s\): (" + _F + rb")")
+_SG_ACC = re.compile(rb"accept len: (" + _F + rb")")
+_VL_GEN = re.compile(rb"Avg generation throughput: (" + _F + rb") tokens/s")
+MAX_SHAPES = 4096  # shapes remembered per file (a shape seen later than that takes the row pattern)
+_NUMERIC = {name for name in COL if name not in ("sg", "vl", "other", "sg_rank", "d_graph")}
+
+
+class _Shape:
+    """The lines of one layout (engine kind and where each field sits among the line's numbers)."""
+
+    def __init__(self, kind: str, k: int, fields: dict, rank: tuple | None, graph_false: bool):
+        self.kind, self.k, self.fields, self.rank, self.graph_false = kind, k, fields, rank, graph_false
+        self.rows: list[bytes] = []
+        self.engine_rows: list = []  # the line indices of this engine's rows (shared by one engine's shapes)
+
+    def col(self, toks: list, name: str) -> list:
+        return toks[self.fields[name]::self.k]
+
+
+_OTHER = _Shape("other", 0, {}, None, False)
+_ROWS_OF = attrgetter("rows")
+_ENGINE_ROWS_OF = attrgetter("engine_rows")
+
+
+class _Shapes:
+    """A block of complete lines by shape; False (and nothing changed) when the block
+    holds anything the shape path does not take, so the row path reads it."""
+
+    def __init__(self, state: "_State"):
+        self.state = state
+        self.known: dict[bytes, _Shape] = {}
+        self.layouts: dict[tuple, _Shape] = {}
+        self.engine_rows = {"sg": [], "vl": [], "access": []}
+
+    def classify(self, line: bytes) -> _Shape | None:
+        """The layout of a fast row, _OTHER for any other line, None for a fast row whose
+        numbers do not sit apart (never seen: the block then takes the row path)."""
+        m = ROWS.match(line + b"\n")
+        if m.group("other") is not None:
+            return _OTHER
+        kind = "sg" if m.group("sg") is not None else "vl" if m.group("vl") is not None else "access"
+        starts = {t.span(): i for i, t in enumerate(_TOKEN.finditer(line))}
+        fields = {}
+        for name in _NUMERIC:
+            text = m.group(name)
+            if text is None:
+                continue
+            s, e = m.span(name)
+            e -= text.endswith(b"%")
+            if (s, e) not in starts:
+                return None
+            fields[name] = starts[s, e]
+        rank = None
+        if kind == "sg" and m.group("sg_rank"):
+            s, e = m.span("sg_rank")
+            inside = [(t.span(), i) for t, i in zip(_TOKEN.finditer(line, s, e), range(10**9))]
+            idx = [starts.get(span) for span, _ in inside]
+            if None in idx:
+                return None
+            template, at = [], s
+            for (ts, te), _ in inside:
+                template.append(line[at:ts].decode().replace("{", "{{").replace("}", "}}"))
+                template.append("{}")
+                at = te
+            template.append(line[at:e].decode().replace("{", "{{").replace("}", "}}"))
+            rank = ("".join(template).strip(), tuple(idx))
+        if kind == "sg":
+            kind = "sgd" if "d_run" in fields else "sgp"
+        elif kind == "vl":
+            kind = "v1" if "v1_run" in fields else "v0"
+        key = (kind, len(starts), tuple(sorted(fields.items())), rank, m.group("d_graph"))
+        shape = self.layouts.get(key)
+        if shape is None:
+            shape = self.layouts[key] = _Shape(kind, len(starts), fields, rank, m.group("d_graph") == b"False")
+            shape.engine_rows = self.engine_rows["sg" if kind[:2] == "sg" else "vl" if kind[0] == "v" else "access"]
+        return shape
+
+    def block(self, data: bytes) -> bool:
+        st = self.state
+        if b"\r" in data:
+            return False
+        lines = data.split(b"\n")
+        lines.pop()
+        if len(data) >= MAX_LINE_CHARS and max(map(len, lines)) >= MAX_LINE_CHARS:
+            return False
+        shapes_of = data.translate(_ZERO).split(b"\n")
+        shapes_of.pop()
+        shapes = list(map(self.known.get, shapes_of))
+        others, i = [], -1
+        while True:
+            try:
+                i = shapes.index(None, i + 1)
+            except ValueError:
+                break
+            shape = self.known.get(shapes_of[i]) or self.classify(lines[i])  # (seen earlier in this block)
+            if shape is None:
+                return False
+            if shape is _OTHER:
+                if _ORDERED.search(lines[i]) or _ACCESS_TAIL.search(lines[i] + b"\n"):
+                    return False  # it may change a sample (or hide a bad access line): the row path orders it
+                others.append(i)
+            elif len(self.known) < MAX_SHAPES:
+                self.known[shapes_of[i]] = shape
+            shapes[i] = shape
+        for shape in self.layouts.values():
+            shape.rows.clear()
+        for rows in self.engine_rows.values():
+            rows.clear()
+        deque(map(list.append, map(_ROWS_OF, shapes), lines), 0)
+        _OTHER.rows.clear()
+        used = [s for s in self.layouts.values() if s.rows]
+        folds = self.gather(data, used)
+        if folds is None:
+            return False
+        # nothing has changed so far; from here the block is read
+        n_sg = sum(len(s.rows) for s in used if s.kind[:2] == "sg")
+        n_vl = sum(len(s.rows) for s in used if s.kind[0] == "v")
+        n_access = sum(len(s.rows) for s in used if s.kind == "access")
+        kept, seen = {}, {st.sgl: st.sgl.sampler.seen + n_sg, st.vll: st.vll.sampler.seen + n_vl}
+        if any(-p.sampler.seen % p.sampler.stride < n for p, n in ((st.sgl, n_sg), (st.vll, n_vl))):
+            deque(map(list.append, map(_ENGINE_ROWS_OF, shapes), range(len(lines))), 0)
+            kept = {**self.kept(st.sgl, self.engine_rows["sg"]), **self.kept(st.vll, self.engine_rows["vl"])}
+        base = st.lineno
+        for i in sorted([*others, *kept]):
+            if i in kept:
+                self.feed_kept(kept[i][0], kept[i][1], base + i + 1, lines[i].decode("ascii"))
+            else:
+                st.route(base + i + 1, lines[i].decode("utf-8", "replace"))
+        for p, n in seen.items():
+            p.sampler.seen = n  # every row of the block counted, kept or not
+        st.fast_lines += n_sg + n_vl + n_access - len(kept)
+        st.lineno = base + len(lines)
+        folds()
+        vl_rows = self.engine_rows["vl"]
+        if n_vl and not (kept and vl_rows and vl_rows[-1] in kept):
+            st.vll.last = None  # the last stats line was not kept: what later lines add to it is not seen
+        return True
+
+    @staticmethod
+    def kept(p, rows: list[int]) -> dict:
+        """The rows the sampler keeps ({line index: (parser, seen before it)}), as LineSampler.add
+        would pick them; the stride doubles when the kept items reach the cap."""
+        sm, out = p.sampler, {}
+        seen, stride, held, j = sm.seen, sm.stride, len(sm.items), 0
+        while True:
+            skip = -seen % stride
+            if skip >= len(rows) - j:
+                return out
+            seen += skip
+            j += skip
+            out[rows[j]] = (p, seen)
+            held += 1
+            if held >= sm.cap:
+                held, stride = (held + 1) // 2, stride * 2
+            seen += 1
+            j += 1
+
+    def feed_kept(self, p, seen: int, lineno: int, line: str) -> None:
+        """A kept row through the parsers for its sample only: its figures are in the aggregates."""
+        st = self.state
+        p.sampler.seen = seen
+        real, tokens = p.stats, (getattr(p, "new_tokens", 0), getattr(p, "cached_tokens", 0))
+        p.stats = SampleStats()
+        try:
+            st.route(lineno, line)
+        finally:
+            p.stats = real
+            if hasattr(p, "new_tokens"):
+                p.new_tokens, p.cached_tokens = tokens
+
+    def gather(self, data: bytes, used: list) -> Callable[[], None] | None:
+        """What the block adds to the aggregates, as a function that adds it; None if the
+        block's order-dependent fields cannot be read in file order here."""
+        st = self.state
+        sgl, vll = st.sgl.stats, st.vll.stats
+        dec = [s for s in used if s.kind == "sgd"]
+        pre = [s for s in used if s.kind == "sgp"]
+        vls = [s for s in used if s.kind in ("v1", "v0")]
+        n_acc = sum(len(s.rows) for s in dec if "d_acc" in s.fields)
+        sg_gen = list(map(float, _SG_GEN.findall(data))) if dec else []
+        sg_acc = list(map(float, _SG_ACC.findall(data))) if n_acc else []
+        vl_gen = list(map(float, _VL_GEN.findall(data))) if vls else []
+        if (len(sg_gen) != sum(len(s.rows) for s in dec) or len(sg_acc) != n_acc
+                or len(vl_gen) != sum(len(s.rows) for s in vls)):
+            return None
+        n_access = sum(len(s.rows) for s in used if s.kind == "access")
+        if n_access and len(_ACCESS_TAIL.findall(data)) != n_access:
+            return None
+        toks = {s: b"\n".join(s.rows).translate(_NUMBERS).split() for s in dec + pre + vls}
+        if any(len(t) != s.k * len(s.rows) for s, t in toks.items()):
+            return None
+        ranks = set()
+        for s in dec + pre:
+            if s.rank:
+                template, idx = s.rank
+                ranks.update(template.format(*(v.decode() for v in vals))
+                             for vals in set(zip(*(toks[s][j::s.k] for j in idx))))
+        engines = set()
+        for s in vls:
+            if "v1_eng" in s.fields:
+                engines.update(e.decode() for e in set(s.col(toks[s], "v1_eng")))
+        eng_ranks = {f"Engine {e}" for e in engines}
+        if (len(sgl.ranks | ranks) > MAX_RANKS > len(sgl.ranks) or len(vll.ranks | eng_ranks) > MAX_RANKS > len(vll.ranks)
+                or len(st.vll.engines | engines) > 256 > len(st.vll.engines)):
+            return None  # a cap reached inside the block: which ones are kept depends on the order
+
+        def fold() -> None:
+            p = st.sgl
+            if dec:
+                run_by = [list(map(int, s.col(toks[s], "d_run"))) for s in dec]
+                run = [v for r in run_by for v in r]
+                sgl.n["decode"] += len(run)
+                _add_running(sgl, run)
+                q = [int(v) for s in dec if "d_q" in s.fields for v in s.col(toks[s], "d_q")]
+                if q:
+                    sgl.queue_known += len(q)
+                    sgl.queue_nonzero += len(q) - q.count(0)
+                    sgl.queued_max = _mx(sgl.queued_max, max(q))
+                for s, r in zip(dec, run_by):
+                    sgl.token_usage_max = _mx(sgl.token_usage_max, self.usage(s, toks[s], "d"))
+                    if s.graph_false:
+                        sgl.graph_false += len(r)
+                        sgl.graph_false_running_max = _mx(sgl.graph_false_running_max, max(r))
+                if sg_acc:
+                    sgl.accept_sum = reduce(add, sg_acc, sgl.accept_sum)
+                    sgl.accept_n += len(sg_acc)
+                    sgl.accept_max = _mx(sgl.accept_max, max(sg_acc))
+                sgl.gen_max = _mx(sgl.gen_max, max(sg_gen))
+                sgl.gen_sum = reduce(add, sg_gen, sgl.gen_sum)
+                sgl.gen_n += len(sg_gen)
+            for s in pre:
+                sgl.n["prefill"] += len(s.rows)
+                sgl.token_usage_max = _mx(sgl.token_usage_max, self.usage(s, toks[s], "p"))
+                if "p_in" in s.fields:
+                    sgl.prompt_max = _mx(sgl.prompt_max, max(map(float, s.col(toks[s], "p_in"))))
+                p.new_tokens += sum(map(int, s.col(toks[s], "p_new")))
+                p.cached_tokens += sum(map(int, s.col(toks[s], "p_cached")))
+            if dec or pre:
+                p.recognised = True
+                for s in dec + pre:
+                    for name, key in EXTRA.items():
+                        if name in s.fields:
+                            sgl.extra(key, max(map(float, s.col(toks[s], name))))
+                _ranks(sgl, sorted(ranks))
+            p = st.vll
+            for s in vls:
+                v1 = s.kind == "v1"
+                t = toks[s]
+                prompt_f, run_f, wait_f, use_f = (("v1_" if v1 else "v0_") + k for k in
+                                                  ("prompt", "run", "wait" if v1 else "pend", "use"))
+                run = list(map(int, s.col(t, run_f)))
+                n = len(run)
+                p.recognised = True
+                vll.n["stats"] += n
+                _add_running(vll, run)
+                q = list(map(int, s.col(t, wait_f)))
+                vll.queue_known += n
+                vll.queue_nonzero += n - q.count(0)
+                vll.queued_max = _mx(vll.queued_max, max(q))
+                vll.token_usage_max = _mx(vll.token_usage_max, max(round(float(v) / 100, 6) for v in s.col(t, use_f)))
+                vll.prompt_max = _mx(vll.prompt_max, max(map(float, s.col(t, prompt_f))))
+                if v1:
+                    if "v1_preempt" in s.fields:
+                        vll.extra("Preemptions", float(max(map(int, s.col(t, "v1_preempt")))))
+                else:
+                    vll.extra("Swapped", float(max(map(int, s.col(t, "v0_swap")))))
+                    vll.extra("CPU KV cache usage", max(map(float, s.col(t, "v0_cpu"))) / 100)
+            if vl_gen:
+                vll.gen_max = _mx(vll.gen_max, max(vl_gen))
+                vll.gen_sum = reduce(add, vl_gen, vll.gen_sum)
+                vll.gen_n += len(vl_gen)
+                for e in sorted(engines):
+                    if len(p.engines) < 256:
+                        p.engines.add(e)
+                _ranks(vll, sorted(eng_ranks))
+
+        return fold
+
+    @staticmethod
+    def usage(s: _Shape, toks: list, which: str) -> float:
+        """The rows' largest token usage; a hybrid (SWA) model's is the fuller of its two pools."""
+        if which + "_use" in s.fields:
+            return max(map(float, s.col(toks, which + "_use")))
+        best = max(map(float, s.col(toks, which + "_full")))
+        if which + "_swa" in s.fields:
+            best = max(best, max(map(float, s.col(toks, which + "_swa"))))
+        return best
