@@ -485,7 +485,7 @@ class _Shapes:
         shapes_of = data.translate(_ZERO).split(b"\n")
         shapes_of.pop()
         shapes = list(map(self.known.get, shapes_of))
-        others, i = [], -1
+        others, ordered, i = [], [], -1
         while True:
             try:
                 i = shapes.index(None, i + 1)
@@ -495,12 +495,15 @@ class _Shapes:
             if shape is None:
                 return False
             if shape is _OTHER:
-                if _ORDERED.search(lines[i]) or _ACCESS_TAIL.search(lines[i] + b"\n"):
-                    return False  # it may change a sample (or hide a bad access line): the row path orders it
-                others.append(i)
+                if _ACCESS_TAIL.search(lines[i] + b"\n"):
+                    return False  # it would hide an access line of a shape read as good
+                (ordered if _ORDERED.search(lines[i]) else others).append(i)
             elif len(self.known) < MAX_SHAPES:
                 self.known[shapes_of[i]] = shape
             shapes[i] = shape
+        if ordered:
+            self.around(data, lines, ordered)
+            return True
         for shape in self.layouts.values():
             shape.rows.clear()
         for rows in self.engine_rows.values():
@@ -534,6 +537,20 @@ class _Shapes:
         if n_vl and not (kept and vl_rows and vl_rows[-1] in kept):
             st.vll.last = None  # the last stats line was not kept: what later lines add to it is not seen
         return True
+
+    def around(self, data: bytes, lines: list[bytes], ordered: list[int]) -> None:
+        """A block holding lines that may add a sample or change the last one (vLLM's
+        acceptance and prefix-hit lines): the rows before each are read first, then it."""
+        st, at, prev = self.state, 0, 0
+        for i in ordered:
+            end = at + sum(map(len, lines[prev:i])) + (i - prev)
+            if end > at and not self.block(data[at:end]):
+                st.rows_block(data[at:end])
+            at = end + len(lines[i]) + 1
+            st.text_lines(data[end:at])
+            prev = i + 1
+        if at < len(data) and not self.block(data[at:]):
+            st.rows_block(data[at:])
 
     @staticmethod
     def kept(p, rows: list[int]) -> dict:

@@ -148,3 +148,77 @@ def test_fuzz_corpus_reads_the_same(data):
     p = d / "same.log"
     p.write_bytes(data)
     assert dump(run._read_lines(p)) == dump(read_lines_reference(p))
+
+
+# ---------------------------------------------------------------- the shape path (logscan._Shapes)
+# Lines of one shape (digits written as 0) share one classification; these inputs aim at
+# what that could get wrong: digit values the row pattern reads literally, shapes that
+# interleave in one block, the sampler's kept rows at block edges, caps reached inside a block.
+
+def _shape_path_blocks(monkeypatch) -> list[bool]:
+    taken = []
+    real = logscan._Shapes.block
+    monkeypatch.setattr(logscan._Shapes, "block", lambda self, data: taken.append(real(self, data)) or taken[-1])
+    return taken
+
+
+def test_random_line_orders_read_the_same(tmp_path, monkeypatch):
+    taken = _shape_path_blocks(monkeypatch)
+    lines = log_parse.mixed_unit(lines=20_000, seed=7).splitlines(keepends=True)
+    for seed in range(3):
+        random.Random(seed).shuffle(lines)
+        p = tmp_path / f"{seed}.log"
+        p.write_bytes(b"".join(lines) * 3)
+        assert_same(p)
+    assert taken and all(taken)  # the shuffled mixed log is all read by the shape path
+
+
+ACCESS = b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 200 OK\n'
+
+
+@pytest.mark.parametrize("bad", [
+    b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error\n',
+    b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 500 OK\n',  # 200's shape
+    b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v9/chat/completions HTTP/1.1" 200 OK\n',
+    b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/2.0" 200 OK\n',
+])
+def test_access_lines_with_the_shape_of_a_good_one_but_other_digits(tmp_path, bad):
+    unit = log_parse.mixed_unit(lines=4000, seed=11)
+    p = tmp_path / "log"
+    p.write_bytes((unit + ACCESS * 50 + bad + ACCESS * 50) * 4)
+    assert_same(p)
+
+
+def test_digit_widths_and_graph_flags_interleave(tmp_path, monkeypatch):
+    """Decode lines of one release with every width of each number, cuda graph True and
+    False, several ranks and accept lengths, shuffled: many shapes of one layout in a block."""
+    taken = _shape_path_blocks(monkeypatch)
+    rnd = random.Random(5)
+    out = []
+    for _ in range(30_000):
+        run = rnd.choice([0, 7, 42, 512, 1024])
+        out.append(
+            f"[2025-11-18 22:{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d} DP{rnd.randint(0, 3)} TP{rnd.randint(0, 15)}] "
+            f"Decode batch, #running-req: {run}, #token: {rnd.randint(0, 999999)}, token usage: {rnd.random():.2f}, "
+            f"accept len: {rnd.uniform(1, 4):.{rnd.randint(1, 3)}f}, cuda graph: {rnd.choice(['True', 'False'])}, "
+            f"gen throughput (token/s): {rnd.uniform(0, 9999):.{rnd.randint(1, 2)}f}, #queue-req: {rnd.choice([0, 0, 3, 77])}\n")
+        if rnd.random() < 0.2:
+            out.append(f"[2025-11-18 22:46:09 TP0] Prefill batch, #new-seq: 1, #new-token: {rnd.randint(1, 9000)}, "
+                       f"#cached-token: {rnd.randint(0, 9000)}, token usage: 0.{rnd.randint(0, 99):02d}, "
+                       f"#running-req: {run}, #queue-req: 0, \n")
+    p = tmp_path / "log"
+    p.write_text("".join(out))
+    (records, _) = assert_same(p)
+    trace = next(r for r in records if r.get("engine") == "sglang")
+    assert trace["stats"]["cuda_graph_false"] > 0 and len(trace["stats"]["ranks"]) > 30
+    assert any(taken)
+
+
+def test_ranks_past_the_cap_read_the_same(tmp_path):
+    """More distinct ranks than serverlog.MAX_RANKS: which are kept depends on their order."""
+    lines = [f"[2025-11-18 22:46:09 TP{i}] Decode batch, #running-req: 1, #token: 5, token usage: 0.01, "
+             f"gen throughput (token/s): 1.{i % 10}, #queue-req: 0\n" for i in range(600)]
+    random.Random(2).shuffle(lines)
+    p = tmp_path / "log"
+    p.write_text("".join(lines) * 2)
+    assert_same(p)
