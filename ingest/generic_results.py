@@ -86,16 +86,30 @@ def _latency_scale(name: str, unit: str | None, default: str | None = None) -> t
     return scale, None
 
 
+def _load(name: str) -> tuple[str, bool] | None:
+    """(the load field a normalised header names, whether guessed); the only way classify
+    gives a load column."""
+    flat = " ".join(name.replace("-", " ").replace("/", " / ").split())
+    if name in _EXACT_LOAD or flat in _EXACT_LOAD:
+        return _EXACT_LOAD.get(name) or _EXACT_LOAD[flat], False
+    for rx, dest in _LOOSE_LOAD:
+        if rx.match(name):
+            return dest, True
+    return None
+
+
+def names_load(header: str) -> bool:
+    """Whether classify(header) is a load column, without the rest of classify (a CSV
+    header is found by its load column; a long log's comma lines are all asked)."""
+    return _load(_norm(header)[0]) is not None
+
+
 def classify(header: str, seconds: bool = False) -> Column | None:
     """What a column holds, from its header; None for a column kb does not map."""
     name, unit = _norm(header)
-    flat = name.replace("-", " ").replace("/", " / ")
-    flat = " ".join(flat.split())
-    if name in _EXACT_LOAD or flat in _EXACT_LOAD:
-        return Column(header, _EXACT_LOAD.get(name) or _EXACT_LOAD[flat])
-    for rx, dest in _LOOSE_LOAD:
-        if rx.match(name):
-            return Column(header, dest, guessed=f"{header!r} read as the load level")
+    load = _load(name)
+    if load:
+        return Column(header, load[0], guessed=f"{header!r} read as the load level" if load[1] else None)
     words = f"{name} {unit or ''}".strip()
     if re.search(r"per[- ]?(?:request|req|user|stream)|/\s*user|tok/s/user", words):
         return Column(header, "extra:" + re.sub(r"\W+", "_", name).strip("_"))
@@ -441,7 +455,7 @@ class GenericResultsText:
                 cells = [c.strip() for c in next(csv.reader([raw], delimiter=delim))]
             except (csv.Error, StopIteration):
                 continue
-            if len(cells) >= 2 and any((c := classify(h)) and c.field.startswith("load:") for h in cells) \
+            if len(cells) >= 2 and any(map(names_load, cells)) \
                     and not any(cell_number(h) is not None and not re.search(r"[A-Za-z]", h) for h in cells):
                 table = Table(header=cells, rows=[], form="csv", line=lineno)
                 self.tables.append(table)
