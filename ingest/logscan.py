@@ -411,14 +411,15 @@ class _Shape:
         self.kind, self.k, self.fields, self.rank, self.graph_false = kind, k, fields, rank, graph_false
         self.rows: list[bytes] = []
         self.engine_rows: list = []  # the line indices of this engine's rows (shared by one engine's shapes)
+        self.engine_lines: list = []  # and the lines themselves, in file order
 
     def col(self, toks: list, name: str) -> list:
         return toks[self.fields[name]::self.k]
 
 
-_OTHER = _Shape("other", 0, {}, None, False)
 _ROWS_OF = attrgetter("rows")
 _ENGINE_ROWS_OF = attrgetter("engine_rows")
+_ENGINE_LINES_OF = attrgetter("engine_lines")
 
 
 class _Shapes:
@@ -430,13 +431,15 @@ class _Shapes:
         self.known: dict[bytes, _Shape] = {}
         self.layouts: dict[tuple, _Shape] = {}
         self.engine_rows = {"sg": [], "vl": [], "access": []}
+        self.engine_lines = {"sg": [], "vl": [], "access": []}
+        self.other = _Shape("other", 0, {}, None, False)  # every line that is not a fast row
 
     def classify(self, line: bytes) -> _Shape | None:
-        """The layout of a fast row, _OTHER for any other line, None for a fast row whose
+        """The layout of a fast row, self.other for any other line, None for a fast row whose
         numbers do not sit apart (never seen: the block then takes the row path)."""
         m = ROWS.match(line + b"\n")
         if m.group("other") is not None:
-            return _OTHER
+            return self.other
         kind = "sg" if m.group("sg") is not None else "vl" if m.group("vl") is not None else "access"
         starts = {t.span(): i for i, t in enumerate(_TOKEN.finditer(line))}
         fields = {}
@@ -471,7 +474,8 @@ class _Shapes:
         shape = self.layouts.get(key)
         if shape is None:
             shape = self.layouts[key] = _Shape(kind, len(starts), fields, rank, m.group("d_graph") == b"False")
-            shape.engine_rows = self.engine_rows["sg" if kind[:2] == "sg" else "vl" if kind[0] == "v" else "access"]
+            engine = "sg" if kind[:2] == "sg" else "vl" if kind[0] == "v" else "access"
+            shape.engine_rows, shape.engine_lines = self.engine_rows[engine], self.engine_lines[engine]
         return shape
 
     def block(self, data: bytes) -> bool:
@@ -494,7 +498,7 @@ class _Shapes:
             shape = self.known.get(shapes_of[i]) or self.classify(lines[i])  # (seen earlier in this block)
             if shape is None:
                 return False
-            if shape is _OTHER:
+            if shape is self.other:
                 if _ACCESS_TAIL.search(lines[i] + b"\n"):
                     return False  # it would hide an access line of a shape read as good
                 (ordered if _ORDERED.search(lines[i]) else others).append(i)
@@ -506,10 +510,12 @@ class _Shapes:
             return True
         for shape in self.layouts.values():
             shape.rows.clear()
-        for rows in self.engine_rows.values():
+        for rows in (*self.engine_rows.values(), *self.engine_lines.values()):
             rows.clear()
+        deque(map(list.append, map(_ENGINE_LINES_OF, shapes), lines), 0)
         deque(map(list.append, map(_ROWS_OF, shapes), lines), 0)
-        _OTHER.rows.clear()
+        self.other.rows.clear()
+        self.other.engine_lines.clear()
         used = [s for s in self.layouts.values() if s.rows]
         folds = self.gather(data, used)
         if folds is None:
@@ -536,6 +542,7 @@ class _Shapes:
         vl_rows = self.engine_rows["vl"]
         if n_vl and not (kept and vl_rows and vl_rows[-1] in kept):
             st.vll.last = None  # the last stats line was not kept: what later lines add to it is not seen
+        self.other.engine_rows.clear()
         return True
 
     def around(self, data: bytes, lines: list[bytes], ordered: list[int]) -> None:
@@ -593,15 +600,19 @@ class _Shapes:
         pre = [s for s in used if s.kind == "sgp"]
         vls = [s for s in used if s.kind in ("v1", "v0")]
         n_acc = sum(len(s.rows) for s in dec if "d_acc" in s.fields)
-        sg_gen = list(map(float, _SG_GEN.findall(data))) if dec else []
-        sg_acc = list(map(float, _SG_ACC.findall(data))) if n_acc else []
-        vl_gen = list(map(float, _VL_GEN.findall(data))) if vls else []
+        # in file order: each engine's rows, which are all of one of its shapes (other lines are checked apart)
+        sg = b"\n".join(self.engine_lines["sg"]) if dec else b""
+        sg_gen = list(map(float, _SG_GEN.findall(sg))) if dec else []
+        sg_acc = list(map(float, _SG_ACC.findall(sg))) if n_acc else []
+        vl_gen = list(map(float, _VL_GEN.findall(b"\n".join(self.engine_lines["vl"])))) if vls else []
         if (len(sg_gen) != sum(len(s.rows) for s in dec) or len(sg_acc) != n_acc
                 or len(vl_gen) != sum(len(s.rows) for s in vls)):
             return None
-        n_access = sum(len(s.rows) for s in used if s.kind == "access")
-        if n_access and len(_ACCESS_TAIL.findall(data)) != n_access:
-            return None
+        access = [s for s in used if s.kind == "access"]
+        if access:  # every access row's digits as the row pattern reads them (its shape does not tell)
+            rows = b"\n".join(b"\n".join(s.rows) for s in access) + b"\n"
+            if len(_ACCESS_TAIL.findall(rows)) != sum(len(s.rows) for s in access):
+                return None
         toks = {s: b"\n".join(s.rows).translate(_NUMBERS).split() for s in dec + pre + vls}
         if any(len(t) != s.k * len(s.rows) for s, t in toks.items()):
             return None
@@ -673,7 +684,7 @@ class _Shapes:
                 vll.queue_known += n
                 vll.queue_nonzero += n - q.count(0)
                 vll.queued_max = _mx(vll.queued_max, max(q))
-                vll.token_usage_max = _mx(vll.token_usage_max, max(round(float(v) / 100, 6) for v in s.col(t, use_f)))
+                vll.token_usage_max = _mx(vll.token_usage_max, round(max(map(float, s.col(t, use_f))) / 100, 6))
                 vll.prompt_max = _mx(vll.prompt_max, max(map(float, s.col(t, prompt_f))))
                 if v1:
                     if "v1_preempt" in s.fields:
