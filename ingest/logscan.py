@@ -9,6 +9,11 @@ the per-line parsers exactly as before; the runs of fast rows between them only 
 the exact aggregates (sums and maxima, column by column, in file order), so the result
 is the same as feeding every line to every parser (tests/test_logscan.py compares them).
 
+Most blocks take the shape path (_Shapes, at the end): ROWS runs once per line shape
+(the line with its digits as 0), not once per line, and each shape's fields come from one
+split of its lines; a block it declines (a \r, an overlong line, a shape whose numbers do
+not sit apart, an access line whose digits ROWS would refuse) is read by the row path.
+
 Line ends follow the text reader's universal newlines (a lone \\r ends a line too): a
 line holding \\r, or cut for length, is handed to the text reader's own code."""
 
@@ -396,7 +401,7 @@ _TOKEN = re.compile(rb"[0-9.]+")
 _ACCESS_TAIL = re.compile(rb'- "(?:GET|POST) /(?:v1/chat/completions|v1/completions|generate|health|metrics|v1/models'
                           rb'|get_model_info|get_server_info|version|ping|tokenize|detokenize|health_generate'
                           rb'|flush_cache|v1/embeddings) HTTP/1\.[01]" [1-4]\d\d(?: OK|(?: [A-Z][a-z]+)+)\n')
-# the order-dependent float fields, read in file order from the whole block
+# the order-dependent float fields (sums), read from each engine's rows in file order
 _SG_GEN = re.compile(rb"gen throughput \(token/s\): (" + _F + rb")")
 _SG_ACC = re.compile(rb"accept len: (" + _F + rb")")
 _VL_GEN = re.compile(rb"Avg generation throughput: (" + _F + rb") tokens/s")
@@ -455,12 +460,12 @@ class _Shapes:
         rank = None
         if kind == "sg" and m.group("sg_rank"):
             s, e = m.span("sg_rank")
-            inside = [(t.span(), i) for t, i in zip(_TOKEN.finditer(line, s, e), range(10**9))]
-            idx = [starts.get(span) for span, _ in inside]
+            inside = [t.span() for t in _TOKEN.finditer(line, s, e)]
+            idx = [starts.get(span) for span in inside]
             if None in idx:
                 return None
             template, at = [], s
-            for (ts, te), _ in inside:
+            for ts, te in inside:
                 template.append(line[at:ts].decode().replace("{", "{{").replace("}", "}}"))
                 template.append("{}")
                 at = te
@@ -517,7 +522,7 @@ class _Shapes:
         self.other.rows.clear()
         self.other.engine_lines.clear()
         used = [s for s in self.layouts.values() if s.rows]
-        folds = self.gather(data, used)
+        folds = self.gather(used)
         if folds is None:
             return False
         # nothing has changed so far; from here the block is read
@@ -582,16 +587,16 @@ class _Shapes:
         """A kept row through the parsers for its sample only: its figures are in the aggregates."""
         st = self.state
         p.sampler.seen = seen
-        real, tokens = p.stats, (getattr(p, "new_tokens", 0), getattr(p, "cached_tokens", 0))
-        p.stats = SampleStats()
+        real, counts = p.stats, (getattr(p, "new_tokens", 0), getattr(p, "cached_tokens", 0))
+        p.stats = SampleStats()  # thrown away: what the parser adds to it is already folded
         try:
             st.route(lineno, line)
         finally:
             p.stats = real
-            if hasattr(p, "new_tokens"):
-                p.new_tokens, p.cached_tokens = tokens
+            if hasattr(p, "new_tokens"):  # sglang's prefill token sums are the parser's own: folded too
+                p.new_tokens, p.cached_tokens = counts
 
-    def gather(self, data: bytes, used: list) -> Callable[[], None] | None:
+    def gather(self, used: list) -> Callable[[], None] | None:
         """What the block adds to the aggregates, as a function that adds it; None if the
         block's order-dependent fields cannot be read in file order here."""
         st = self.state
