@@ -474,7 +474,7 @@ class GenericResultsText:
             return bool(s) and bool(_RULE.match(s))
         if s and _RULE.match(s) and self._prev and len(s) >= 8:
             header = re.split(r"\s{2,}", self._prev[1])
-            if len(header) >= 2 and any((c := classify(h)) and c.field.startswith("load:") for h in header):
+            if len(header) >= 2 and any(map(names_load, header)):
                 self._aligned = Table(header=header, rows=[], form="aligned", line=self._prev[0])
                 self.tables.append(self._aligned)
                 return True
