@@ -405,7 +405,7 @@ _ACCESS_TAIL = re.compile(rb'- "(?:GET|POST) /(?:v1/chat/completions|v1/completi
 _SG_GEN = re.compile(rb"gen throughput \(token/s\): (" + _F + rb")")
 _SG_ACC = re.compile(rb"accept len: (" + _F + rb")")
 _VL_GEN = re.compile(rb"Avg generation throughput: (" + _F + rb") tokens/s")
-MAX_SHAPES = 4096  # shapes remembered per file (a shape seen later than that takes the row pattern)
+MAX_SHAPES = 4096  # shapes (and layouts) remembered per file; past that a new one takes the row path
 _NUMERIC = {name for name in COL if name not in ("sg", "vl", "other", "sg_rank", "d_graph")}
 
 
@@ -478,6 +478,8 @@ class _Shapes:
         key = (kind, len(starts), tuple(sorted(fields.items())), rank, m.group("d_graph"))
         shape = self.layouts.get(key)
         if shape is None:
+            if len(self.layouts) >= MAX_SHAPES:
+                return None  # (a damaged log inventing rank names): the row path, in bounded memory
             shape = self.layouts[key] = _Shape(kind, len(starts), fields, rank, m.group("d_graph") == b"False")
             engine = "sg" if kind[:2] == "sg" else "vl" if kind[0] == "v" else "access"
             shape.engine_rows, shape.engine_lines = self.engine_rows[engine], self.engine_lines[engine]

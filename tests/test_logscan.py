@@ -222,3 +222,13 @@ def test_ranks_past_the_cap_read_the_same(tmp_path):
     p = tmp_path / "log"
     p.write_text("".join(lines) * 2)
     assert_same(p)
+
+
+def test_shapes_past_the_limit_read_the_same(tmp_path, monkeypatch):
+    """More layouts than the shape path remembers (a damaged log can invent rank names):
+    new ones take the row path, with the same results."""
+    monkeypatch.setattr(logscan, "MAX_SHAPES", 8)
+    unit = log_parse.mixed_unit(lines=20_000, seed=1)
+    p = tmp_path / "log"
+    p.write_bytes(unit * 2)
+    assert_same(p)
