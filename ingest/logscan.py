@@ -80,7 +80,8 @@ _SGL = (
     + rb")(?:, ?)?)\n"
 )
 # vLLM V1 (v1/metrics/loggers.py) and V0 (engine/metrics.py) periodic stats; prefixes: a
-# docker --timestamps time, a `[date time] ` capture prefix, `(APIServer pid=N) ` (coloured or not)
+# docker --timestamps time, a `[date time] ` capture prefix, `(APIServer pid=N) ` (coloured or not).
+# A V1 line with `Preemptions: N` is not a fast row: the line parser counts it as N preempt events.
 _VPREFIX = (rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?"
             rb"(?:(?:\x1b\[[\d;]{0,8}m)?\(APIServer pid=\d{1,9}\)(?:\x1b\[[\d;]{0,8}m)? )?")
 _VLLM = (
@@ -88,7 +89,7 @@ _VLLM = (
     rb"\[loggers\.py:\d{1,6}\] (?:Engine " + _g("v1_eng", rb"\d{1,6}") + rb": )?Avg prompt throughput: "
     + _g("v1_prompt", _F) + rb" tokens/s, Avg generation throughput: " + _g("v1_gen", _F)
     + rb" tokens/s, Running: " + _g("v1_run", _N) + rb" reqs, Waiting: " + _g("v1_wait", _N)
-    + rb" reqs(?:, Preemptions: " + _g("v1_preempt", _N) + rb")?, GPU KV cache usage: " + _g("v1_use", _F) + rb"%, Prefix cache hit rate: " + _F + rb"%"
+    + rb" reqs, GPU KV cache usage: " + _g("v1_use", _F) + rb"%, Prefix cache hit rate: " + _F + rb"%"
     rb"|\[?metrics\.py:\d{1,6}\] Avg prompt throughput: " + _g("v0_prompt", _F) + rb" tokens/s, Avg generation "
     rb"throughput: " + _g("v0_gen", _F) + rb" tokens/s, Running: " + _g("v0_run", _N) + rb" reqs, Swapped: "
     + _g("v0_swap", _N) + rb" reqs, Pending: " + _g("v0_pend", _N) + rb" reqs, GPU KV cache usage: "
@@ -332,18 +333,15 @@ class _State:
                     if len(p.engines) < 256:
                         p.engines.add(e)
                 _ranks(st, (f"Engine {e}" for e in engines))
-                preempt = _ints(cols[V1_PREEMPT], a, b)
-                if preempt:
-                    st.extra("Preemptions", float(max(preempt)))
             else:
                 st.extra("Swapped", float(max(_ints(cols[V0_SWAP], a, b))))
                 st.extra("CPU KV cache usage", max(_floats(cols[V0_CPU], a, b)) / 100)
 
 
 (D_RUN, D_USE, D_FULL, D_SWA, D_ACC, D_GRAPH, D_GEN, D_Q, P_NEW, P_CACHED, P_USE, P_FULL, P_SWA, P_IN, SG_RANK,
- V1_ENG, V1_PREEMPT, V0_SWAP, V0_CPU) = (COL[k] for k in (
+ V1_ENG, V0_SWAP, V0_CPU) = (COL[k] for k in (
     "d_run", "d_use", "d_full", "d_swa", "d_acc", "d_graph", "d_gen", "d_q", "p_new", "p_cached", "p_use", "p_full",
-    "p_swa", "p_in", "sg_rank", "v1_eng", "v1_preempt", "v0_swap", "v0_cpu"))
+    "p_swa", "p_in", "sg_rank", "v1_eng", "v0_swap", "v0_cpu"))
 V1 = tuple(COL["v1_" + k] for k in ("prompt", "gen", "run", "wait", "use"))
 V0 = tuple(COL["v0_" + k] for k in ("prompt", "gen", "run", "pend", "use"))
 

@@ -251,9 +251,10 @@ class EventLog:
         self.counts: dict[str, int] = {}
         self.events: list[Event] = []
 
-    def add(self, kind: str, lineno: int, line: str, data: dict | None = None) -> None:
+    def add(self, kind: str, lineno: int, line: str, data: dict | None = None, count: int = 1) -> None:
+        """One line; `count` events when the line reports several (a stats line's counter)."""
         n = self.counts.get(kind, 0)
-        self.counts[kind] = n + 1
+        self.counts[kind] = n + count
         if n < self.per_kind:
             # redacted before the cut, so a credential cannot be cut into an unrecognisable
             # stub; a credential is far shorter than the 4 KiB looked at past the cut

@@ -2,8 +2,8 @@
 
 Formats read (vllm-project/vllm):
 - V1 periodic stats (v1/metrics/loggers.py): `Engine 000: Avg prompt throughput: X tokens/s,
-  Avg generation throughput: Y tokens/s, Running: N reqs, Waiting: M reqs, GPU KV cache usage: P%,
-  Prefix cache hit rate: Q%`, and `SpecDecoding metrics: Mean acceptance length: ...`.
+  Avg generation throughput: Y tokens/s, Running: N reqs, Waiting: M reqs[, Preemptions: K], GPU KV
+  cache usage: P%, Prefix cache hit rate: Q%` (K counted as preempt events), and `SpecDecoding metrics: Mean acceptance length: ...`.
 - V0 periodic stats (engine/metrics.py): `Avg prompt throughput: ..., Running: N reqs, Swapped: N reqs,
   Pending: N reqs, GPU KV cache usage: ..%, CPU KV cache usage: ..%.` and its
   `Prefix cache hit rate: GPU: ..%, CPU: ..%` line.
@@ -124,6 +124,12 @@ class VllmLog(ServerLogBase):
             return
         if m.group(1) is not None and len(self.engines) < 256:
             self.engines.add(m.group(1))
+        # V1 prints `Preemptions: N` (requests preempted since the previous stats line; the
+        # counter resets each interval, v1/metrics/loggers.py) only when N > 0 and prints no
+        # per-request preemption warning: these are the log's preempt events
+        preempted = as_int(f.get("Preemptions"))
+        if preempted:
+            self.events.add("preempt", lineno, line, {"interval": preempted}, count=preempted)
         for key, value in f.items():
             if key not in _KNOWN:
                 v = num(value)
