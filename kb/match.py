@@ -300,6 +300,9 @@ def check(c: Condition, f: Facts) -> Check:
         return Check(c, *_find(f, lambda t: bool(p.regex.search(t))))
     if k == "text":  # what people write: prose, not a tool's table or a log
         needle = _norm_text(p.pattern)
+        if not needle:  # punctuation only ("!!!!" as garbled output): normalising would leave "", in every line
+            raw = p.pattern.strip().lower()
+            return Check(c, *_find(f, lambda t: raw in t.lower(), kinds=("prose",)))
         return Check(c, *_find(f, lambda t: needle in _norm_text(t), kinds=("prose",)))
     return Check(c, UNKNOWN, "not checkable")
 
@@ -424,7 +427,7 @@ def evidence_query(f: Facts) -> str:
 
 
 _TABLE_ROW = re.compile(r"^[\w ()/%.,#-]{1,60}:(?:\s+[-+\d.,]+\s*[\w/%]*|\s{2,}\S.*)\s*$|^[\s=|+*#-]*$|^\s*[=#*-]{3,}.*[=#*-]{3,}\s*$")
-MIN_QUERY_WORDS = 6  # fewer distinct words than this is not a description of anything
+MIN_QUERY_WORDS = 4  # fewer distinct words than this is not a description of anything
 _THREE_WORDS = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
 
 
