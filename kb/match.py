@@ -137,6 +137,20 @@ class Facts:
         named = model_in(path) if isinstance(path, str) else None
         return (named[1] if named else None) or self.ev.text_context.get("model_family")
 
+    def prose(self) -> str:
+        """The run's prose (and a short pasted log), as one text: what its facts were read from
+        when no config.json, launch command or server log stated them."""
+        return "\n".join(t.text for t in self.ev.text if t.kind == "prose")
+
+    def named(self, table: list[tuple], stated) -> tuple[str, ...]:
+        """Every value of a kb.vocab table (last column) the prose names, when the fact itself
+        came from prose: prose often names several setups (the one that failed, the one
+        compared with), and the first named is not reliably the run's."""
+        if stated is None:
+            return ()
+        text = self.prose()
+        return tuple(dict.fromkeys(row[-1] for row in table if re.search(row[0], text, re.I)))
+
     def default(self, flag: str | None):
         if not flag or not self.catalog:
             return None
@@ -161,11 +175,29 @@ def _num_check(p: cond.Parsed, value, what: str) -> tuple[str, str]:
     return (HELD if ok else FAILED), f"{what} {value:g}" if isinstance(value, float) else f"{what} {value}"
 
 
-def _names_check(names: tuple[str, ...], value: str | None, what: str) -> tuple[str, str]:
+def _names_check(names: tuple[str, ...], value: str | None, what: str, also: tuple[str, ...] = ()) -> tuple[str, str]:
+    """`also`: the other values the prose names beside `value` (a fact read from prose);
+    the condition holds when it names any of them."""
     if not value:
         return UNKNOWN, f"{what} unknown"
-    low = str(value).lower()
-    return (HELD if any(n.lower() == low for n in names) else FAILED), f"{what} {value}"
+    want = {n.lower() for n in names}
+    for v in (value, *also):
+        if str(v).lower() in want:
+            return HELD, f"{what} {v}" + (" (one of those the text names)" if v != value else "")
+    return FAILED, f"{what} {value}" + (f" (the text names {', '.join(also)})" if len(also) > 1 else "")
+
+
+def _path_family(f: "Facts") -> str | None:
+    from kb.vocab import model_in
+
+    path = f.ev.model_path
+    named = model_in(path) if isinstance(path, str) else None
+    return named[1] if named else None
+
+
+# a model name that states its active parameters (Qwen3-30B-A3B, Qwen3.5-397B-A17B,
+# ERNIE-4.5-21B-A3B) or says MoE names a mixture-of-experts model, whatever its family
+MOE_NAME = re.compile(r"\d(?:\.\d+)?B-A\d+(?:\.\d+)?B\b|\bmoe\b", re.I)
 
 
 def _model_traits(p: cond.Parsed, f: Facts) -> tuple[str, str]:
@@ -174,10 +206,14 @@ def _model_traits(p: cond.Parsed, f: Facts) -> tuple[str, str]:
     states, said = [], []
     for t in p.names:
         if t in ("moe", "dense"):
+            names = " ".join(x for x in (f.ev.model_path if isinstance(f.ev.model_path, str) else "",
+                                         f.prose()) if x)
             if m is not None:
                 is_moe = m.is_moe
+            elif family in MOE_FAMILIES or MOE_NAME.search(names):
+                is_moe = True
             elif family:
-                is_moe = family in MOE_FAMILIES
+                is_moe = False
             else:
                 states.append(UNKNOWN)
                 said.append(f"{t}: model unknown")
@@ -272,7 +308,12 @@ def check(c: Condition, f: Facts) -> Check:
     if k == "model":
         return Check(c, *_model_traits(p, f))
     if k == "model family":
-        return Check(c, *_names_check(p.names, f.family(), "model family"))
+        from kb.vocab import MODELS
+
+        family = f.family()
+        prose_only = family is not None and not (m and m.family) and not _path_family(f)
+        return Check(c, *_names_check(p.names, family, "model family",
+                                      also=f.named(MODELS, family) if prose_only else ()))
     if k == "experts":
         value = (m.experts if m.is_moe else 0) if m else None
         return Check(c, *_num_check(p, value, "routed experts"))
@@ -282,7 +323,12 @@ def check(c: Condition, f: Facts) -> Check:
         known, value, _ = f.setting("context-length") if f.engine else (False, None, None)
         return Check(c, *_num_check(p, value or (m.context_len if m else None), "context length"))
     if k == "quantization":
-        return Check(c, *_names_check(p.names, _quantization(f), "quantization"))
+        from kb.vocab import QUANTIZATIONS
+
+        q = _quantization(f)
+        prose_only = q is not None and not (m and (m.quantization or m.dtype)) and not f.ev.arg("quantization")
+        return Check(c, *_names_check(p.names, q, "quantization",
+                                      also=f.named(QUANTIZATIONS, q) if prose_only else ()))
     if k == "setting":
         return _setting_check(c, p, f)
     if k == "signal":
