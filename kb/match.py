@@ -195,6 +195,21 @@ def _path_family(f: "Facts") -> str | None:
     return named[1] if named else None
 
 
+# the total parameter count a model's name states: Qwen3-8B, Llama-3.1-70B-Instruct, Qwen3-235B-A22B
+# (235, not the 22 active); not a version (Qwen2.5) nor a context (128k). Mixtral-8x7B says
+# neither (46.7B in total: the experts share attention), so it gives none
+PARAMS_NAME = re.compile(r"(?<![\w.])(?:(\d+)x)?(\d+(?:\.\d+)?)B(?![\w.])", re.I)
+
+
+def _params_in_name(path) -> float | None:
+    if not isinstance(path, str):
+        return None
+    m = PARAMS_NAME.search(path.rsplit("/", 1)[-1].replace("_", "-"))
+    if not m:
+        return None
+    return None if m.group(1) else float(m.group(2))
+
+
 # a model name that states its active parameters (Qwen3-30B-A3B, Qwen3.5-397B-A17B,
 # ERNIE-4.5-21B-A3B) or says MoE names a mixture-of-experts model, whatever its family
 MOE_NAME = re.compile(r"\d(?:\.\d+)?B-A\d+(?:\.\d+)?B\b|\bmoe\b", re.I)
@@ -318,7 +333,9 @@ def check(c: Condition, f: Facts) -> Check:
         value = (m.experts if m.is_moe else 0) if m else None
         return Check(c, *_num_check(p, value, "routed experts"))
     if k == "params":
-        return Check(c, *_num_check(p, m.params_b if m else None, "parameters (B)"))
+        if m and m.params_b:
+            return Check(c, *_num_check(p, m.params_b, "parameters (B)"))
+        return Check(c, *_num_check(p, _params_in_name(f.ev.model_path), "parameters (B), from the model's name"))
     if k == "context":
         known, value, _ = f.setting("context-length") if f.engine else (False, None, None)
         return Check(c, *_num_check(p, value or (m.context_len if m else None), "context length"))
