@@ -503,26 +503,35 @@ def _wordy(text: str) -> bool:
 _LOGGED_PROBLEM = re.compile(r"\b(?:WARNING|WARN|ERROR|CRITICAL|FATAL)\b|Traceback|\w+(?:Error|Exception):", re.I)
 
 
-def text_scores(query: str, search: Search | None) -> dict[str, float]:
-    """Finding id → 0..1: the best hits of the evidence's text in the index, by rank."""
+def text_scores(query: str, search: Search | None, eligible: Callable[[Finding], bool] = lambda f: True
+                ) -> dict[str, float]:
+    """Finding id → 0..1: the best hits of the evidence's text in the index, by rank among
+    the hits that could be proposed for this run (`eligible`). A hit this run's facts exclude
+    (another engine, another GPU) or one with no fix to offer takes no rank: otherwise a few
+    such hits at the top would leave an applicable finding ranked too low to be proposed."""
     if search is None or len(set(re.findall(r"[a-z]{3,}", query.lower()))) < MIN_QUERY_WORDS:
         return {}
-    hits = search(query)[:TEXT_TOP]
-    return {f.id: round(0.85 ** i, 3) for i, (f, _) in enumerate(hits)}
+    hits = [f for f, _ in search(query) if eligible(f)][:TEXT_TOP]
+    return {f.id: round(0.85 ** i, 3) for i, f in enumerate(hits)}
+
+
+def proposable(f: Finding) -> bool:
+    """A finding with a fix to propose (the others are cited, never proposed)."""
+    return f.kind == "finding" and bool(f.fix_classes) and bool(f.fix or f.commands)
 
 
 def match_all(ev: RunEvidence, engine: str | None, catalog: Catalog | None, signals: list[Signal],
               findings: list[Finding], search: Search | None = None) -> list[Match]:
     """Every finding with a fix, checked and scored; excluded ones included (for --why)."""
     facts = Facts.of(ev, engine, catalog, signals)
-    text = text_scores(evidence_query(facts), search)
-    out = []
-    for f in findings:
-        checks = [_safe_check(c, facts) for c in cond.all_conditions(f)]
-        m = Match(f, checks, closeness=similarity(ev, f, engine or ""), text=text.get(f.id, 0.0))
+    out = [Match(f, [_safe_check(c, facts) for c in cond.all_conditions(f)], closeness=similarity(ev, f, engine or ""))
+           for f in findings]
+    excluded = {m.finding.id for m in out if m.excluded}
+    text = text_scores(evidence_query(facts), search, lambda f: f.id not in excluded and proposable(f))
+    for m in out:
+        m.text = text.get(m.finding.id, 0.0)
         m.score = round(sum(EVIDENCE_WEIGHT[c.condition.key] for c in m.hits)
                         + CONTEXT_WEIGHT * len(m.context_held) + m.closeness + TEXT_WEIGHT * m.text, 3)
-        out.append(m)
     out.sort(key=lambda m: (bool(m.excluded), -m.score))
     return out
 

@@ -125,7 +125,11 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
     _resolve_conflicts(recs)
     # a reminder (a check with no symptom behind it) ranks after every proposal this run's
     # symptoms or its own facts support, whatever gain its class's findings measured elsewhere
-    recs.sort(key=lambda r: (TIERS[r.basis], -r.score))
+    # within the text tier the closest words come first: a measured gain elsewhere does not make
+    # a finding the run's words resemble less the better explanation of them
+    words = {m.finding.id: m.text for m in matches}
+    recs.sort(key=lambda r: (TIERS[r.basis], -(max((words.get(c.id, 0.0) for c in r.findings), default=0.0)
+                                                if r.basis == "text" else 0.0), -r.score))
     for i, r in enumerate(recs, 1):
         r.rank = i
     return recs

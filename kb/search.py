@@ -70,7 +70,8 @@ def _pairs_in(f: Finding, pairs: list[tuple[str, str, re.Pattern[str]]]) -> int:
     return sum(1 for a, b, rx in pairs if a in text and b in text and rx.search(text))
 
 
-def searcher(index_dir: Path, limit: int = 10):
+def searcher(index_dir: Path, limit: int = 24):
     """text → [(finding, score)] over the same index and ranking as `kb ask`: the
-    matcher's text similarity between a run's evidence and the findings."""
+    matcher's text similarity between a run's evidence and the findings. More hits than
+    the matcher ranks (kb.match.TEXT_TOP): it skips the ones the run's facts exclude."""
     return lambda text: [(a.finding, a.score) for a in ask(index_dir, text, limit)]
