@@ -31,6 +31,8 @@ CONTEXT_WEIGHT = 0.25
 TEXT_WEIGHT = 1.5  # text similarity 0..1 → up to this much
 TEXT_TOP = 8  # only the best few text hits count as similar
 MOE_FAMILIES = {"deepseek", "kimi", "qwen3-moe", "mixtral", "gpt-oss", "minimax", "glm"}
+# families kb.vocab names only for MLA models: DeepSeek-V3/V3.1/V3.2/R1 and Kimi-K2 (a V3-shaped model)
+MLA_FAMILIES = {"deepseek", "kimi"}
 
 Search = Callable[[str], list[tuple[Finding, float]]]
 
@@ -236,7 +238,10 @@ def _model_traits(p: cond.Parsed, f: Facts) -> tuple[str, str]:
             states.append(HELD if is_moe == (t == "moe") else FAILED)
             said.append("MoE" if is_moe else "dense")
         elif t == "mla":
-            if not m or not m.attention:
+            if not (m and m.attention) and family in MLA_FAMILIES:
+                states.append(HELD)  # no config.json, but every model of the family uses MLA
+                said.append(f"MLA ({family} family)")
+            elif not m or not m.attention:
                 states.append(UNKNOWN)
                 said.append("attention kind unknown")
             else:

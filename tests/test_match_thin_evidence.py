@@ -120,3 +120,11 @@ def test_text_tier_orders_by_words_before_measured_gain(tmp_path):
     assert recs["finding fx-far"].score > recs["finding fx-close"].score
     order = [r.rule for r in dx.recommendations if r.basis == "text"]
     assert order[:2] == ["finding fx-close", "finding fx-far"]
+
+
+def test_mla_from_a_family_that_only_has_mla_models():
+    ev = RunEvidence(engine="vllm", model_path="deepseek-ai/DeepSeek-V3.2",
+                     launch_argv=["vllm", "serve", "deepseek-ai/DeepSeek-V3.2"])
+    assert _state(Facts.of(ev, "vllm", None, []), "model", "moe, mla") == "held"
+    llama = RunEvidence(engine="vllm", model_path="meta-llama/Llama-3.1-8B")
+    assert _state(Facts.of(llama, "vllm", None, []), "model", "mla") == "unknown"  # no config, not an MLA family
