@@ -691,10 +691,7 @@ class _Shapes:
                 vll.queued_max = _mx(vll.queued_max, max(q))
                 vll.token_usage_max = _mx(vll.token_usage_max, round(max(map(float, s.col(t, use_f))) / 100, 6))
                 vll.prompt_max = _mx(vll.prompt_max, max(map(float, s.col(t, prompt_f))))
-                if v1:
-                    if "v1_preempt" in s.fields:
-                        vll.extra("Preemptions", float(max(map(int, s.col(t, "v1_preempt")))))
-                else:
+                if not v1:  # (a V1 line with Preemptions is never a fast row: see _VPREFIX)
                     vll.extra("Swapped", float(max(map(int, s.col(t, "v0_swap")))))
                     vll.extra("CPU KV cache usage", max(map(float, s.col(t, "v0_cpu"))) / 100)
             if vl_gen:
