@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from live.util import wait_ready
 from live.vllm_server import free_port
 
 BINARY = os.environ.get("KB_PROMETHEUS", "prometheus")
@@ -76,20 +77,9 @@ def start(workdir: Path, targets: list[str], job: str = "vllm", timeout: float =
                             cwd=str(workdir))
     log.close()
     server = PrometheusServer(proc, port, workdir)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited with {proc.returncode}: "
-                               f"{(workdir / 'prometheus.log').read_text(errors='replace')[-2000:]}")
-        try:
-            with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2) as r:
-                if r.status == 200:
-                    return server
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(0.3)
-    server.stop()
-    raise RuntimeError(f"prometheus did not become ready within {timeout:.0f} s")
+    wait_ready(server, f"{server.url}/-/ready", "prometheus", timeout, 0.3,
+               lambda: (workdir / "prometheus.log").read_text(errors="replace")[-2000:])
+    return server
 
 
 def wait_for_scrapes(server: PrometheusServer, metric: str, n: int, timeout: float = 60.0) -> None:

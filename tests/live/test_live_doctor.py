@@ -4,8 +4,8 @@ server log), the recommendation to raise --max-num-seqs; then the server restart
 with the recommended value, where the knee moves; a server that dies mid-sweep.
 Small requests: input 32 tokens, output 64, levels 1,4,8,16,32, 3 s of load per level.
 Each test stands alone (any order, any subset): the doctor run on the capped server is
-a module fixture computed by whichever test needs it first, and every other server a
-test starts is its own and stopped when it ends."""
+a module fixture computed by whichever test needs it first; the other servers come from
+a module pool (Spares) that starts one only when none fits, and stops them all at the end."""
 
 import json
 import time
@@ -29,23 +29,50 @@ def doctor8(vllm8, tmp_path_factory):
     return json.loads(proc.stdout), out
 
 
-@pytest.fixture
-def server_factory(tiny_model, tmp_path_factory):
-    """Start vLLM servers for one test; all of them are stopped when it ends, pass or fail."""
-    started = []
+class Spares:
+    """The vLLM servers of this module besides vllm8. A start takes 45 s on this 2-core
+    machine at a load average of 4 and 150 s at 9 (measured), so a server a test started
+    stays up for a later test that can use it: the server restarted with the recommended cap is
+    the one test_server_dies_mid_sweep kills when it runs after that test."""
 
-    def start(max_num_seqs: int):
-        log = tmp_path_factory.mktemp(f"vllm{max_num_seqs}-") / "server.log"
-        try:
-            server = vs.start(tiny_model, log, max_num_seqs=max_num_seqs)
-        except RuntimeError as e:
-            pytest.fail(str(e), pytrace=False)
-        started.append(server)
+    def __init__(self, model, tmp_path_factory):
+        self.model, self.tmp, self.idle, self.started = model, tmp_path_factory, [], []
+
+    def get(self, max_num_seqs: int) -> vs.VllmServer:
+        """A running server with this --max-num-seqs (started if none is up); it stays in the pool."""
+        server = next((s for s in self.idle if s.max_num_seqs == max_num_seqs and s.alive()), None)
+        if server is None:
+            server = self._start(max_num_seqs)
+            self.idle.append(server)
         return server
 
-    yield start
-    for server in started:
-        server.stop()
+    def take(self) -> vs.VllmServer:
+        """Any running server, for good: the caller may kill it (one capped at 8 is started if none is up)."""
+        alive = [s for s in self.idle if s.alive()]
+        server = alive[0] if alive else self._start(8)
+        if server in self.idle:
+            self.idle.remove(server)
+        return server
+
+    def _start(self, max_num_seqs: int) -> vs.VllmServer:
+        log = self.tmp.mktemp(f"vllm{max_num_seqs}-") / "server.log"
+        try:
+            server = vs.start(self.model, log, max_num_seqs=max_num_seqs)
+        except RuntimeError as e:
+            pytest.fail(str(e), pytrace=False)
+        self.started.append(server)
+        return server
+
+
+@pytest.fixture(scope="module")
+def spares(tiny_model, tmp_path_factory):
+    """Every server started through it is stopped when the module ends, pass or fail."""
+    pool = Spares(tiny_model, tmp_path_factory)
+    try:
+        yield pool
+    finally:
+        for server in pool.started:
+            server.stop()
 
 
 def _signals(doc):
@@ -111,7 +138,7 @@ def test_the_server_log_shows_the_cap_too(kb_live, vllm8, tmp_path):
     assert str(vllm8.log) in where and str(out) in where
 
 
-def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, doctor8, server_factory, tmp_path):
+def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, doctor8, spares, tmp_path):
     """The server restarted with the recommended --max-num-seqs: no cap signal, no cap
     recommendation, and the knee of the concurrency it serves (vLLM's num_requests_running,
     sampled within each level) moves past the old cap of 8. That knee is set by the server's
@@ -122,7 +149,7 @@ def test_restarted_with_the_recommended_cap_the_knee_moves(kb_live, vllm8, docto
     rec = _cap_recommendation(doctor8[0])
     assert rec is not None, doctor8[0]["diagnosis"]["recommendations"]
     new = int(rec["flags"][0]["new"])
-    server = server_factory(new)
+    server = spares.get(new)
     out = tmp_path / "doctor.jsonl"
     proc = kb_live("doctor", server.url, *SWEEP, "--log", server.log, "--out", out, "--json")
     assert proc.returncode == 0, proc.stderr
@@ -146,8 +173,8 @@ def _served(path) -> dict[int, tuple[int, int]]:
             for r in read_jsonl(path)}
 
 
-def test_server_dies_mid_sweep(tmp_path, server_factory):
-    server = server_factory(8)  # its own server: no other test depends on one this test kills
+def test_server_dies_mid_sweep(tmp_path, spares):
+    server = spares.take()  # its own from now on: no other test gets a server this test kills
     out = tmp_path / "sweep.jsonl"
     proc = sweep_until_first_level(server.url, out)
     try:

