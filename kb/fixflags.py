@@ -116,6 +116,28 @@ def _graph_above_cap(flag: str, value, engine: str, catalog: Catalog, current) -
         return False
 
 
+def _without_contradictions(ffs: list[FixFlag], catalog: Catalog, notes: list[str]) -> list[FixFlag]:
+    """A fix that names a switch and its negation (`--async-scheduling` and
+    `--no-async-scheduling`, often "use X, or Y on old releases") does not say which one
+    this run needs: both are left out, so kb never writes a command that sets one
+    setting both ways."""
+    def dest(ff: FixFlag):
+        return (catalog.flags.get(ff.flag) or {}).get("dest")
+
+    by_dest: dict[str, list[FixFlag]] = {}
+    for ff in ffs:
+        if dest(ff) and ff.value is True:
+            by_dest.setdefault(dest(ff), []).append(ff)
+    torn = {d for d, group in by_dest.items()
+            if any((catalog.flags.get(x.flag) or {}).get("negation_of") for x in group)
+            and any(not (catalog.flags.get(x.flag) or {}).get("negation_of") for x in group)}
+    for d in sorted(torn):
+        names = " and ".join(sorted(x.flag for x in by_dest[d]))
+        notes.append(f"the fix names both {names}: which one applies depends on the version or workload; "
+                     "set it by hand")
+    return [ff for ff in ffs if not (ff.value is True and dest(ff) in torn)]
+
+
 def for_version(f: Finding, engine: str, catalog: Catalog,
                 current: Callable[[str], object] | None = None) -> tuple[list[tuple[str, object, str]], list[str]]:
     """([(flag for this version, value, the finding's spelling)], notes) — each flag
@@ -125,7 +147,7 @@ def for_version(f: Finding, engine: str, catalog: Catalog,
     from kb.match import resolve_flag
 
     changes, notes = [], []
-    for ff in flags_of(f):
+    for ff in _without_contradictions(flags_of(f), catalog, notes):
         flag, why = resolve_flag(ff.flag, engine, catalog)
         if flag is None:
             notes.append(f"{why}: left out of the command")

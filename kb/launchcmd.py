@@ -137,6 +137,7 @@ class Current:
 
     argv: list[str]
     missing: str | None = None
+    notes: tuple[str, ...] = ()  # what was repaired in the user's command, to be said
 
     def command(self, argv: list[str], env: dict[str, str] | None = None, tail: str = "") -> str:
         """`argv` (this one with changes applied) as a shell line, marked when incomplete."""
@@ -149,13 +150,35 @@ def current(ev, engine: str, catalog: Catalog) -> Current:
     else kb's changes on what is known (MODEL when the model is not), marked as needing
     the rest of the user's command."""
     if ev.launch_argv:
-        return Current(list(ev.launch_argv))
+        argv, notes = repair_dashes(list(ev.launch_argv), catalog)
+        return Current(argv, notes=tuple(notes))
     model = known_model(ev)
     argv = base_argv(engine, catalog, ev.server_args, model or MODEL)
     if model and ev.server_args_complete:
         return Current(argv)
     rest = "add the rest of your launch command"
     return Current(argv, rest if model else f"{MODEL}: your model; {rest}")
+
+
+def repair_dashes(argv: list[str], catalog: Catalog) -> tuple[list[str], list[str]]:
+    """A long flag typed with one dash (`-no-async-scheduling`) is not that flag: argparse
+    reads it as a short option with an attached value (`-n o-async-scheduling`, i.e.
+    --nnodes) and the server refuses to start. Where the word with a second dash is a flag
+    of this version and the word itself is no spelling of any, write it with two dashes
+    and say so, so no command kb prints carries the typo on."""
+    spellings = set(catalog.flags)
+    for info in catalog.flags.values():
+        spellings.update((info or {}).get("aliases") or [])
+    out, notes = [], []
+    for w in argv:
+        flag = w.split("=", 1)[0]
+        if (flag.startswith("-") and not flag.startswith("--") and len(flag) > 2
+                and flag not in spellings and "-" + flag in catalog.flags):
+            notes.append(f"{flag} in your command is not a {catalog.engine} flag ({catalog.engine} would read it as "
+                         f"{flag[:2]} {flag[2:]}): written as -{flag}")
+            w = "-" + w
+        out.append(w)
+    return out, notes
 
 
 def known_model(ev) -> str | None:

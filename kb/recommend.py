@@ -99,6 +99,8 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
     if engine and catalog:
         ctx = RuleContext(ev=ev, signals={s.id: s for s in signals}, engine=engine, catalog=catalog)
         base = launchcmd.current(ev, engine, catalog)
+        if warnings is not None:
+            warnings.extend(base.notes)
         if base.missing and warnings is not None:
             warnings.append("no launch command known (give --launch \"CMD\"): the commands below show kb's changes"
                             + (f" on {launchcmd.MODEL}, a placeholder for your model," if launchcmd.MODEL in base.missing
