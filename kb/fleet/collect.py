@@ -2,7 +2,7 @@
 over a time range: the PromQL kb sends and the bounds that keep a huge fleet from
 exhausting memory.
 
-Bounds (README "Fleets from Prometheus"):
+Bounds (docs/CLI.md, "Fleets from Prometheus"):
 - points per series: the step is raised so a range query returns at most
   MAX_POINTS points per series (Prometheus itself refuses more than 11,000);
 - series per query: every query is aggregated `by (instance)`, and at most
