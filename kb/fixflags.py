@@ -6,18 +6,27 @@ where only flags the fix names count (a launch command also repeats the model,
 port and TP of its own deployment). Each flag is checked against the run's flag
 catalog: a renamed flag is translated, a flag this version lacks or a value it
 does not accept is dropped, and the note says so.
+
+Environment variables come the same way from the Fix prose only (`VLLM_MXFP4_USE_MARLIN=1`,
+"remove `VLLM_ATTENTION_BACKEND=TRITON_MLA`"); one set in a finding's launch command but
+not named in its fix is that deployment's own detail. `env_for_version` checks each
+against the variables the run's version reads (kb/data/env, scripts/gen_env_list.py).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
 from typing import Callable
 
 from kb import vocab
 from kb.flags import Catalog
 from kb.records import Finding
+from kb.redact import is_secret_key
 
 INLINE = re.compile(r"`([^`]+)`")
 FLAG = re.compile(r"^--[a-z][a-z0-9-]*$")
@@ -175,3 +184,107 @@ def for_version(f: Finding, engine: str, catalog: Catalog,
             continue
         changes.append((flag, value, ff.flag))
     return changes, notes
+
+
+# A variable read by the engine itself, checkable against its list, or by a library it runs on.
+ENGINE_PREFIXES = {"vllm": ("VLLM_",), "sglang": ("SGLANG_", "SGL_")}
+RUNTIME_PREFIXES = ("NCCL_", "CUDA_", "TORCH_", "PYTORCH_", "HF_", "FLASHINFER_", "HIP_", "HSA_", "AITER_", "TRITON_",
+                    "NVSHMEM_", "UCX_", "GLOO_", "OMP_", "TOKENIZERS_", "NVIDIA_", "DG_", "TRANSFORMERS_")
+ASSIGN = re.compile(r"^([A-Z][A-Z0-9]*_[A-Z0-9_]+)=(\S*)$")
+BARE = re.compile(r"^[A-Z][A-Z0-9]*_[A-Z0-9_]+$")
+# a switch that makes a library print what it does (NCCL_DEBUG=INFO): a check, not a fix
+DIAGNOSTIC = re.compile(r"_DEBUG(?:_SUBSYS|_FILE)?$|LOG(?:GING)?_LEVEL$")
+# "use `X=0` only to bisect a regression": the fix does not recommend it
+ONLY_FOR = re.compile(r"^\W{0,2}\s*only (?:to|for)\b", re.I)
+# "switch off only the one that regresses (for example `A=0` or `B=0`)": a choice, not a recipe
+EXAMPLE_BEFORE = re.compile(r"(?:for example|for instance|e\.g\.|such as)[\s,:]*$|^`\s+or\s+$", re.I)
+ENV_DATA = Path(__file__).resolve().parent / "data" / "env"
+
+
+@lru_cache(maxsize=None)
+def env_names(engine: str, version: str) -> frozenset[str] | None:
+    """The variables that engine version reads, when kb has its list."""
+    path = ENV_DATA / f"{engine}-{version}.json"
+    return frozenset(json.loads(path.read_text())["names"]) if path.is_file() else None
+
+
+def _env_like(name: str) -> bool:
+    if is_secret_key(name):
+        return False  # never propose a credential
+    if name.startswith(RUNTIME_PREFIXES) or any(name.startswith(p) for ps in ENGINE_PREFIXES.values() for p in ps):
+        return True
+    return any(name in (env_names(e, v) or ()) for e, v in _env_lists())
+
+
+def _env_lists() -> list[tuple[str, str]]:
+    return [tuple(p.stem.split("-", 1)) for p in sorted(ENV_DATA.glob("*.json"))]
+
+
+def env_of(f: Finding) -> tuple[dict[str, str | None], list[str]]:
+    """({NAME: value, or None to unset}, notes) from the inline code of the Fix prose."""
+    fix = f.fix or ""
+    seen: dict[str, list[str | None]] = {}
+    notes: list[str] = []
+    example, end = False, None
+    for m in INLINE.finditer(fix):
+        code = m.group(1).strip()
+        remove = bool(REMOVE_BEFORE.search(fix[max(0, m.start() - 40):m.start()]))
+        before = fix[end - 1:m.start()] if example and end else fix[max(0, m.start() - 30):m.start()]
+        example, end = bool(EXAMPLE_BEFORE.search(before)), m.end()
+        words = code.split()
+        if remove and len(words) == 1 and BARE.match(code) and _env_like(code):
+            seen.setdefault(code, []).append(None)
+            continue
+        lead = 0
+        while lead < len(words) and ASSIGN.match(words[lead]):
+            lead += 1
+        if not lead or (lead < len(words) and not LAUNCH.search(code)):
+            continue  # not an env setting (or one before some other program)
+        tail = fix[m.end():]
+        caveat = re.split(r"[.;(]", tail, maxsplit=1)[0].strip(" ,") if ONLY_FOR.search(tail[:20]) else None
+        for a in map(ASSIGN.match, words[:lead]):
+            name, value = a.group(1), a.group(2).strip("'\"")
+            if not _env_like(name):
+                continue
+            if DIAGNOSTIC.search(name):
+                notes.append(f"{name}={value} makes the run print what it does (a check, not a fix): "
+                             "not added to the command")
+            elif example:
+                notes.append(f"the fix gives {name}={value} as an example: set it by hand if it applies")
+            elif caveat:
+                notes.append(f"the fix uses {name}={value} {caveat}: not added to the command")
+            else:
+                seen.setdefault(name, []).append(None if remove else value)
+    env: dict[str, str | None] = {}
+    for name, values in seen.items():
+        if len(set(values)) > 1:
+            shown = " and ".join(sorted(f"{name}={v}" if v is not None else f"unset {name}" for v in set(values)))
+            notes.append(f"the fix names {shown}: which one applies depends on the version or workload; "
+                         "set it by hand")
+        else:
+            env[name] = values[0]
+    return env, notes
+
+
+def env_for_version(f: Finding, engine: str, version: str | None) -> tuple[dict[str, str | None], list[str]]:
+    """The finding's environment changes this run can use, with notes on the rest: a
+    variable of the other engine, or one this engine version does not read (when kb
+    has that version's list), is left out and said."""
+    env, notes = env_of(f)
+    known = env_names(engine, version) if version else None
+    out: dict[str, str | None] = {}
+    foreign: dict[str, list[str]] = {}
+    for name, value in env.items():
+        other = next((e for e, ps in ENGINE_PREFIXES.items() if e != engine and name.startswith(ps)), None)
+        if other:
+            foreign.setdefault(other, []).append(name)
+        elif known is not None and name not in known and value is not None and not name.startswith(RUNTIME_PREFIXES):
+            notes.append(f"{name} is not read by {engine} {version}: left out of the command")
+        else:
+            out[name] = value
+            if value is None:
+                notes.append(f"unset {name} where the server starts (the command below leaves it out)")
+    for other, names in foreign.items():
+        notes.append(f"{', '.join(names)} {'is a' if len(names) == 1 else 'are'} {other} "
+                     f"variable{'s' * (len(names) > 1)}, not read by {engine}: left out of the command")
+    return out, notes

@@ -222,7 +222,8 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text))
 
 
-def render(argv: list[str], env: dict[str, str] | None = None) -> str:
-    """One shell line; every word quoted so paths with spaces, quotes, `;` or `$( )` stay literal."""
-    prefix = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+def render(argv: list[str], env: dict[str, str | None] | None = None) -> str:
+    """One shell line; every word quoted so paths with spaces, quotes, `;` or `$( )` stay literal.
+    A variable whose value is None is one a change unsets: it is left out."""
+    prefix = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items() if v is not None)
     return (prefix + " " if prefix else "") + shlex.join(argv)

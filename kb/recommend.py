@@ -172,6 +172,7 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
     notes: list[str] = []
     flags: list[FlagDiff] = []
     commands: list[str] = []
+    env: dict[str, str | None] = {}
     if engine and catalog:
         changes, notes = fixflags.for_version(
             f, engine, catalog, lambda fl: ev.arg(fl, (catalog.flags.get(fl) or {}).get("dest") or fl))
@@ -179,11 +180,13 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
             info = catalog.flags.get(flag) or {}
             flags.append(FlagDiff(flag=flag, current=ev.arg(flag, info.get("dest") or flag), new=value,
                                   why=f"from finding {f.id}" + (f" (written {written})" if written != flag else "")))
-        if changes and base:
+        env, env_notes = fixflags.env_for_version(f, engine, catalog.version)
+        notes += env_notes
+        if (changes or env) and base:
             commands.append(base.command(launchcmd.apply(base.argv, [(fl, v, _aliases(catalog, fl))
-                                                                     for fl, v, _ in changes]), ev.launch_env))
-    elif fixflags.flags_of(f):
-        notes.append("engine unknown: the finding's flags are not checked against a version")
+                                                                     for fl, v, _ in changes]), {**ev.launch_env, **env}))
+    elif fixflags.flags_of(f) or fixflags.env_of(f)[0]:
+        notes.append("engine unknown: the finding's flags and environment are not checked against a version")
     commands += fixflags.extra_commands(f)
     basis = _basis(m)
     close = m.closeness >= COVERS
@@ -207,7 +210,7 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
     if g and g.ratio() and not close:
         notes.append(f"{f.id} measured {g.describe()} in another context (similarity {m.closeness:.2f}): "
                      "the gain here is unmeasured")
-    if not flags:  # nothing to diff against this launch: the finding's own command, for reference
+    if not flags and not env:  # nothing to diff against this launch: the finding's own command, for reference
         notes += [f"the finding's launch command: {c}" for c in f.commands if launchcmd_like(c)][:1]
     if f.measured_on:
         notes.append(f"measured on: {f.measured_on}")
@@ -220,7 +223,7 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
                          source=str(f.sources[0]) if f.sources else "")
     return Recommendation(rule=f"finding {f.id}", fix_class=f.fix_classes[0], title=_short(f.fix or f.title, 120),
                           severity=severity, confidence=conf, score=_score(severity, conf, ratio),
-                          expected_gain=expected, expected_ratio=ratio, commands=commands, flags=flags,
+                          expected_gain=expected, expected_ratio=ratio, commands=commands, flags=flags, env=env,
                           rationale=why, evidence=[Evidence(text=f"{c.condition}: {c.detail}") for c in m.hits],
                           findings=[cited], notes=notes, basis=basis, matched=matched)
 
@@ -259,6 +262,9 @@ def _merge_into(recs: list[Recommendation], fr: Recommendation, m: Match) -> boo
     for x in fr.flags:
         if x.flag not in have:
             target.notes.append(f"finding {cited.id} also sets {x.flag}" + ("" if x.new is True else f" {x.new}"))
+    for k, v in fr.env.items():
+        if k not in target.env:
+            target.notes.append(f"finding {cited.id} also " + (f"sets {k}={v}" if v is not None else f"unsets {k}"))
     for c in fr.commands:
         if c not in target.commands and not launchcmd_like(c):
             target.commands.append(c)
@@ -298,8 +304,8 @@ def combined_command(ev: RunEvidence, engine: str | None, catalog: Catalog | Non
     if not engine or not catalog:
         return None
     changes = [(f.flag, f.new, _aliases(catalog, f.flag)) for r in recs if r.severity != "low" for f in r.flags]
-    if not changes:
+    env = {k: v for r in recs if r.severity != "low" for k, v in r.env.items()}
+    if not changes and not env:
         return None
     base = launchcmd.current(ev, engine, catalog)
-    env = {k: v for r in recs for k, v in r.env.items()}
     return base.command(launchcmd.apply(base.argv, changes), {**ev.launch_env, **env})

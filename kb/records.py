@@ -386,7 +386,7 @@ class Recommendation(BaseModel):
     expected_ratio: float | None = None
     commands: list[str] = Field(default_factory=list)
     flags: list[FlagDiff] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict)
+    env: dict[str, str | None] = Field(default_factory=dict)  # None: unset it
     rationale: str = ""
     evidence: list[Evidence] = Field(default_factory=list)
     findings: list[CitedFinding] = Field(default_factory=list)
