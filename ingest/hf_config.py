@@ -98,6 +98,16 @@ def _in_dir(d: Path, looked: list[str]) -> Path | None:
     return found
 
 
+def is_repo_id(spec: str) -> bool:
+    """`org/name`, the form a Hugging Face repo id takes."""
+    return bool(_REPO_ID.match(spec))
+
+
+def locate_in_hub_cache(repo_id: str) -> Path | None:
+    """config.json of a repo id in the local hub cache only (no local path, never fetched)."""
+    return _in_hub_cache(repo_id, []) if is_repo_id(repo_id) else None
+
+
 def _in_hub_cache(repo_id: str, looked: list[str]) -> Path | None:
     for cache in hub_cache_dirs():
         found = _cached(repo_id, cache, looked)

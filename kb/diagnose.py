@@ -28,6 +28,7 @@ class Diagnosis:
             "engine": self.engine, "engine_version": ev.engine_version,
             "flag_catalog": f"{self.catalog.engine} {self.catalog.version}" if self.catalog else None,
             "model": ev.model.model_dump(mode="json") if ev.model else None,
+            "model_config": next((f["model_config"] for f in ev.files if "model_config" in f), None),
             "hardware": ev.hardware.model_dump(mode="json") if ev.hardware else None,
             "server_args": ev.server_args, "files": ev.files,
             "curve": [p.model_dump(mode="json", exclude={"sources"}) for p in ev.curve()],
@@ -41,9 +42,11 @@ def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None =
              search: Search | None = None) -> Diagnosis:
     """Signals, the computed rules and every finding whose conditions hold, ranked.
     `search` (text → [(finding, score)], the index `kb ask` uses) gives text similarity."""
+    from kb.model_lookup import fill_model
     from kb.recommend import combined_command, recommend
     from kb.signals import detect
 
+    fill_model(ev)  # a model named by repo id only: its config from the hub cache or kb's copies
     signals = detect(ev, thresholds)
     warnings = list(ev.warnings)
     engine = ev.engine
