@@ -133,10 +133,12 @@ class Facts:
         from kb.vocab import model_in
 
         m = self.ev.model
-        if m and m.family:
-            return m.family
         path = self.ev.model_path
         named = model_in(path) if isinstance(path, str) else None
+        if m and m.family:
+            # config.json names the family coarsely (model_type qwen3_moe → qwen); the served
+            # name says which one (Qwen/Qwen3-30B-A3B → qwen3-moe), as findings' conditions do
+            return named[1] if named and named[1].startswith(m.family) else m.family
         return (named[1] if named else None) or self.ev.text_context.get("model_family")
 
     def prose(self) -> str:
