@@ -6,8 +6,8 @@ import json
 import shutil
 
 import pytest
-
 from conftest import ROOT
+
 from ingest.hf_config import load_profile
 from ingest.run import read_run
 from kb import model_lookup
@@ -63,7 +63,8 @@ def test_launch_naming_a_shipped_model_gets_moe_facts_and_kb105(tmp_path, no_hub
 def test_without_the_lookup_the_same_launch_has_no_model(tmp_path, no_hub, monkeypatch):
     """The facts above come from the lookup, not from the launch command itself."""
     monkeypatch.setattr("kb.model_lookup.find_config", lambda repo: None)
-    d = diagnose(read_run([launch(tmp_path, "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2")], gpu="2x H100"), [])
+    files = [launch(tmp_path, "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2")]
+    d = diagnose(read_run(files, gpu="2x H100"), [])
     assert d.ev.model is None and not any(r.rule.startswith("KB105") for r in d.recommendations)
 
 
@@ -99,7 +100,8 @@ def test_hub_cache_wins_over_the_shipped_copy(tmp_path, kb):
     assert j["model_config"] == {"repo_id": "Qwen/Qwen3-30B-A3B", "from": "hub", "file": str(cached)}
     assert j["model"]["experts"] == 128
     text = kb("diagnose", p, "--gpu", "2x H100", env=env).stdout
-    assert f"config.json: Qwen/Qwen3-30B-A3B from the local hub cache → model config: MoE 128×top-8, bf16 ({cached})" in text
+    assert ("config.json: Qwen/Qwen3-30B-A3B from the local hub cache → model config: MoE 128×top-8, bf16"
+            f" ({cached})") in text
 
 
 def test_hub_cache_match_ignores_case(tmp_path, no_hub):
