@@ -46,38 +46,37 @@ def _hub_config(repo_id: str) -> Path | None:
     return None
 
 
-def find_config(repo_id: str) -> tuple[Path, str] | None:
-    """(config.json, HUB or SHIPPED) for an exact repo id, or None."""
+def candidates(repo_id: str) -> list[tuple[Path, str]]:
+    """(config.json, HUB or SHIPPED) for an exact repo id, in order of precedence."""
     if not is_repo_id(repo_id):
-        return None
-    hub = _hub_config(repo_id)
-    if hub:
-        return hub, HUB
-    shipped = shipped_config(repo_id)
-    return (shipped, SHIPPED) if shipped else None
+        return []
+    found = [(_hub_config(repo_id), HUB), (shipped_config(repo_id), SHIPPED)]
+    return [(p, origin) for p, origin in found if p]
+
+
+def find_config(repo_id: str) -> tuple[Path, str] | None:
+    return next(iter(candidates(repo_id)), None)
 
 
 def fill_model(ev: RunEvidence) -> None:
     """Give `ev` the named model's profile when it has none, and say where it came from
-    on a Files entry (path "config.json"; its `model_config` key for --json)."""
+    on a Files entry (path "config.json"; its `model_config` key for --json). A damaged
+    cached config is a warning, and kb's copy (if any) is used instead."""
     repo = ev.model_path
     if ev.model is not None or not repo:
         return
-    found = find_config(repo)
-    if not found:
+    for path, origin in candidates(repo):
+        try:
+            profile = load_profile(path)
+        except (InputError, NotFoundError) as e:
+            ev.warnings.append(f"config.json for {repo} in {ORIGIN_TEXT[origin]} not used: {e}")
+            continue
+        ev.model = m = profile.model_copy(update={"name": repo})
+        shown = f"kb/data/model_configs/{path.name}" if origin == SHIPPED else str(path)
+        shape = f"MoE {m.experts}×top-{m.experts_per_token}" if m.is_moe else "dense"
+        ev.files.append({
+            "path": "config.json", "kind": f"{repo} from {ORIGIN_TEXT[origin]}",
+            "yielded": f"model config: {shape}, {m.quantization or 'quantization unstated'} ({shown})",
+            "model_config": {"repo_id": repo, "from": origin, "file": str(path)},
+        })
         return
-    path, origin = found
-    try:
-        profile = load_profile(path)
-    except (InputError, NotFoundError) as e:  # a damaged file in the user's cache
-        ev.warnings.append(f"config.json for {repo} in {ORIGIN_TEXT[origin]} not used: {e}")
-        return
-    ev.model = profile.model_copy(update={"name": repo})
-    m = ev.model
-    shown = f"kb/data/model_configs/{path.name}" if origin == SHIPPED else str(path)
-    shape = f"MoE {m.experts}×top-{m.experts_per_token}" if m.is_moe else "dense"
-    ev.files.append({
-        "path": "config.json", "kind": f"{repo} from {ORIGIN_TEXT[origin]}",
-        "yielded": f"model config: {shape}, {m.quantization or 'quantization unstated'} ({shown})",
-        "model_config": {"repo_id": repo, "from": origin, "file": str(path)},
-    })

@@ -62,7 +62,7 @@ def test_launch_naming_a_shipped_model_gets_moe_facts_and_kb105(tmp_path, no_hub
 
 def test_without_the_lookup_the_same_launch_has_no_model(tmp_path, no_hub, monkeypatch):
     """The facts above come from the lookup, not from the launch command itself."""
-    monkeypatch.setattr("kb.model_lookup.find_config", lambda repo: None)
+    monkeypatch.setattr("kb.model_lookup.candidates", lambda repo: [])
     files = [launch(tmp_path, "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 2")]
     d = diagnose(read_run(files, gpu="2x H100"), [])
     assert d.ev.model is None and not any(r.rule.startswith("KB105") for r in d.recommendations)
@@ -136,11 +136,20 @@ def test_every_shipped_config_loads_and_is_sourced():
         assert any(s.read_bytes() == p.read_bytes() for s in samples.iterdir()), p.name
 
 
-def test_damaged_cached_config_is_a_warning_not_a_crash(tmp_path, no_hub):
+def test_damaged_cached_config_is_a_warning_and_kbs_copy_is_used(tmp_path, no_hub):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
     fake_cache(no_hub, "Qwen/Qwen3-30B-A3B", bad)
     d = diagnose(read_run([launch(tmp_path, "vllm serve Qwen/Qwen3-30B-A3B")]), [])
-    assert d.ev.model is None
+    assert d.ev.model.experts == 128 and d.to_json()["model_config"]["from"] == model_lookup.SHIPPED
     assert any("config.json for Qwen/Qwen3-30B-A3B in the local hub cache not used" in w for w in d.warnings)
+
+
+def test_damaged_cached_config_of_an_unshipped_model_leaves_it_unknown(tmp_path, no_hub):
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]")
+    fake_cache(no_hub, "acme/Private-7B", bad)
+    d = diagnose(read_run([launch(tmp_path, "vllm serve acme/Private-7B")]), [])
+    assert d.ev.model is None and d.to_json()["model_config"] is None
+    assert any("config.json for acme/Private-7B in the local hub cache not used" in w for w in d.warnings)
     json.dumps(d.to_json(), default=str)
