@@ -74,8 +74,7 @@ def kb_ranker(tmp: Path):
 
 def bm25_ranker(tmp: Path, sections: dict[str, str]):
     """Plain BM25 over one field with Whoosh's StandardAnalyzer."""
-    from whoosh import index
-    from whoosh import query as Q
+    from whoosh import index, query as Q
     from whoosh.analysis import StandardAnalyzer
     from whoosh.fields import ID, TEXT, Schema
 
@@ -165,7 +164,7 @@ def print_table(results: dict[str, dict], n: int, source: Path = QUESTIONS, by_c
 
 def print_misses(questions: list[dict], results: dict[str, dict]) -> None:
     kb = next(iter(results.values()))
-    for q, r in zip(questions, kb["rr"]):
+    for q, r in zip(questions, kb["rr"], strict=True):
         if r < 1:
             print(f"  rr {r:.2f}  {q['q']}")
 
@@ -192,10 +191,12 @@ def practitioner(misses: bool) -> int:
     print(f"practitioner notes ({NOTES.relative_to(ROOT)}): {n} questions; shipped findings + 7 documents; "
           f"MRR over the top {DEPTH}")
     print(f"{'ranker':<34}{'hit@1':>8}{'hit@3':>8}{'hit@5':>8}{'MRR':>8}{'seconds':>10}")
-    print(f"{'kb ask':<34}{sum(r == 1 for r in ranks if r) / n:>8.2f}{sum(1 for r in ranks if r and r <= 3) / n:>8.2f}"
-          f"{sum(1 for r in ranks if r and r <= 5) / n:>8.2f}{sum(1 / r for r in ranks if r) / n:>8.3f}{seconds:>10.1f}")
+    print(f"{'kb ask':<34}{sum(r == 1 for r in ranks if r) / n:>8.2f}"
+          f"{sum(1 for r in ranks if r and r <= 3) / n:>8.2f}"
+          f"{sum(1 for r in ranks if r and r <= 5) / n:>8.2f}{sum(1 / r for r in ranks if r) / n:>8.3f}"
+          f"{seconds:>10.1f}")
     if misses:
-        for q, r in zip(questions, ranks):
+        for q, r in zip(questions, ranks, strict=True):
             if r != 1:
                 print(f"  rank {r}  {q['q']}")
     return 0
@@ -207,7 +208,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help=f"only the first {QUICK_QUESTIONS} questions")
     ap.add_argument("--misses", action="store_true", help="list the questions kb does not answer first")
     ap.add_argument("--practitioner", action="store_true",
-                    help="the practitioner documents and their labelled questions, ingested next to the shipped findings")
+                    help="the practitioner documents and their labelled questions, ingested next to the shipped "
+                         "findings")
     args = ap.parse_args()
     if args.practitioner:
         return practitioner(args.misses)

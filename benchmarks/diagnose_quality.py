@@ -202,7 +202,7 @@ def run_one(d: Path, meta: dict, findings, search=None) -> Result:
 
 
 def table(rows: list[list[str]], head: list[str]) -> str:
-    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
     fmt = "  ".join("{:<%d}" % w for w in widths)
     out = [fmt.format(*head), fmt.format(*("-" * w for w in widths))]
     out += [fmt.format(*map(str, r)) for r in rows]
@@ -237,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
                                       for r in results]}, indent=2))
         return 0
 
-    print(f"Diagnosis quality over {n} public scenarios ({args.scenarios.relative_to(ROOT) if args.scenarios.is_relative_to(ROOT) else args.scenarios})")
+    print(f"Diagnosis quality over {n} public scenarios "
+          f"({args.scenarios.relative_to(ROOT) if args.scenarios.is_relative_to(ROOT) else args.scenarios})")
     print(f"  hit@1: {h1}/{n} ({h1 / n:.0%})   hit@3: {h3}/{n} ({h3 / n:.0%})" if n else "  no scenarios")
     if n:
         print(f"  recommended nothing: {empty}/{n} ({empty / n:.0%})")
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in misses:
         print(f"  {r.slug}  [{r.label}]")
         print(f"      signals: {', '.join(r.signals) or 'none'}")
-        print(f"      files: " + "; ".join(f"{f['file']} -> {f['read']}" for f in r.files))
+        print("      files: " + "; ".join(f"{f['file']} -> {f['read']}" for f in r.files))
         for why in r.reasons:
             print(f"      why: {why}")
     return 0

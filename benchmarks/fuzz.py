@@ -31,8 +31,13 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    Phase,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 
 from kb.errors import InputError, KbError  # noqa: E402
 
@@ -257,7 +262,8 @@ def config_documents() -> st.SearchStrategy:
     quant_docs = [d for d in config_docs() if "quantization" in d or "producer" in d] \
         + [d["quantization_config"] for d in config_docs() if isinstance(d.get("quantization_config"), dict)]
     quant = st.none() | json_values() | st.builds(mutate_json, st.sampled_from(quant_docs),
-                                                  st.randoms(use_true_random=False), st.lists(json_values(), max_size=3))
+                                                  st.randoms(use_true_random=False),
+                                                  st.lists(json_values(), max_size=3))
     return st.tuples(st.one_of(random_cfg, mutated, mutated, mutated), quant)
 
 
@@ -375,7 +381,7 @@ def line_parser_target(cls) -> Callable[[list[str]], None]:
     def run(lines: list[str]) -> None:
         parser = cls(FAKE_PATH)
         for n, line in enumerate(lines, 1):
-            _call(lambda: parser.feed(n, line), FAKE_PATH, n)
+            _call(lambda n=n, line=line: parser.feed(n, line), FAKE_PATH, n)
         _call(parser.results, FAKE_PATH)
         _call(parser.results, FAKE_PATH)  # idempotent: a second call must not break either
 

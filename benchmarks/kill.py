@@ -224,7 +224,7 @@ def concurrent(home: Path, work: Path, rounds: int = 1, ingests: int = 4, attach
         results = [p.communicate(timeout=600) for p in procs]
         stats["rounds"] += 1
         stats["processes"] += len(procs)
-        for c, p, (out, err) in zip(cmds, procs, results):
+        for c, p, (out, err) in zip(cmds, procs, results, strict=True):
             if p.returncode != 0 or err:
                 stats["failures"].append(f"round {r}: kb {c[0]} exited {p.returncode}: {err[-300:]}")
             elif c[0] == "attach":

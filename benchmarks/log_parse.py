@@ -137,7 +137,8 @@ def main() -> int:
           f"{args.runs} interleaved runs, medians; load average {' '.join(load)} before, {' '.join(load_end)} after")
     print(f"{'tool':<10}{'wall s':>9}{'MiB/s':>9}{'CPU s':>9}{'MiB/CPU-s':>11}{'peak RSS MiB':>14}  result")
     rows = {}
-    print(f"kb = {args.root} at {subprocess.run(['git', '-C', args.root, 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip()}")
+    head = subprocess.run(["git", "-C", args.root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    print(f"kb = {args.root} at {head.stdout.strip()}")
     for name, runs in (("kb", kb), ("grep -c", grep)):
         wall, cpu, rss = (statistics.median(r[i] for r in runs) for i in range(3))
         rows[name] = wall, cpu

@@ -328,7 +328,8 @@ def print_diagnose(rows: list[dict]) -> None:
     print("\nkb diagnose end to end (subprocess, shipped findings indexed)")
     print(f"{'run directory':<32}{'MB':>8}{'seconds':>9}{'MB/s':>8}{'peak RSS MB':>13}{'load':>6}")
     for r in rows:
-        print(f"{r['name']:<32}{r['mb']:>8.2f}{r['s']:>9.2f}{r['mb'] / r['s']:>8.1f}{r['rss'] or 0:>13.0f}{r['load']:>6}")
+        print(f"{r['name']:<32}{r['mb']:>8.2f}{r['s']:>9.2f}{r['mb'] / r['s']:>8.1f}"
+              f"{r['rss'] or 0:>13.0f}{r['load']:>6}")
 
 
 def main() -> int:

@@ -146,9 +146,11 @@ def main() -> int:
         server.terminate()
         server.wait(10)
     print(f"client CPU per 1,000 streamed tokens: {args.requests} requests x {args.output_len} tokens at concurrency "
-          f"{args.concurrency}, {args.rounds} interleaved rounds, medians; load average {min(load):.1f}-{max(load):.1f}")
+          f"{args.concurrency}, {args.rounds} interleaved rounds, medians; "
+          f"load average {min(load):.1f}-{max(load):.1f}")
     for name, vals in per_k.items():
-        print(f"  {name:<7} {statistics.median(vals) * 1000:8.1f} ms   (rounds: {', '.join(f'{v * 1000:.1f}' for v in vals)})")
+        print(f"  {name:<7} {statistics.median(vals) * 1000:8.1f} ms   (rounds: "
+              f"{', '.join(f'{v * 1000:.1f}' for v in vals)})")
     b, a = statistics.median(per_k["before"]), statistics.median(per_k["after"])
     print(f"  after / before: {a / b:.2f}")
     return 0

@@ -120,7 +120,7 @@ def main() -> None:
         print(f"| kb tune within 5% of the grid's best | {reached[0]} | {reached[1]:.1f} | |")
     else:
         print("| kb tune within 5% of the grid's best | not reached | | |")
-    print(f"\nkb tune trials: " + "; ".join(f"{t['label']} → {t['status']} {t['score'] or '-'}" for t in doc["trials"]))
+    print("\nkb tune trials: " + "; ".join(f"{t['label']} → {t['status']} {t['score'] or '-'}" for t in doc["trials"]))
 
 
 if __name__ == "__main__":

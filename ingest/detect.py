@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from kb.records import Finding
-from ingest.textfile import SNIFF_BYTES
+from kb.textfile import SNIFF_BYTES
 
 # A markdown heading; not a Prometheus exposition comment (`# HELP`, `# TYPE`: a saved
 # /metrics page) nor a banner comment in a capture (`# --- decode worker ---`)

@@ -7,6 +7,7 @@ import math
 import re
 
 from ingest.md_sections import Item, Section, field_of
+from kb.conditions import parse
 from kb.errors import InputError
 from kb.records import Condition, Context, Finding, Gain, Source
 
@@ -61,8 +62,6 @@ def _number(path: str, line: int, column: str, cell: str) -> float | None:
 
 def _condition(item: Item, path: str) -> Condition:
     """One nested bullet under "Applies when": `key: value` (checked by kb.conditions)."""
-    from kb.conditions import parse
-
     m = re.match(r"^\*{0,2}([A-Za-z][A-Za-z ]*?)\*{0,2}\s*:\*{0,2}\s*(.*)$", item.text, re.S)
     if not m:
         raise InputError(path, f"Applies when: expected a condition 'key: value' (see findings/FORMAT.md), "
@@ -132,7 +131,8 @@ def canonical(sec: Section, path: str) -> Finding:
             continue
         for cells, line in table.rows:
             if len([c for c in cells if c.strip()]) < 2:
-                raise InputError(path, "gains table row: expected Metric | Before | After | Unit | Concurrency | Runs", line)
+                raise InputError(path, "gains table row: expected Metric | Before | After | Unit | Concurrency | Runs",
+                                 line)
             cells = cells + [""] * (6 - len(cells))
             conc = _number(path, line, "Concurrency", cells[4])
             runs = _number(path, line, "Runs", cells[5])
@@ -155,7 +155,8 @@ def canonical(sec: Section, path: str) -> Finding:
             body="\n".join(body), applies_when=conditions, measured_on=get("measured_on") or None,
         )
     except ValueError as e:  # pydantic ValidationError is a ValueError
-        raise InputError(path, f"section {sec.title!r}: {_first_error(e)}", fields.get("id", ("", sec.line_start))[1]) from None
+        raise InputError(path, f"section {sec.title!r}: {_first_error(e)}",
+                         fields.get("id", ("", sec.line_start))[1]) from None
 
 
 def _first_error(e: Exception) -> str:

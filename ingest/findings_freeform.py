@@ -10,6 +10,7 @@ import re
 from ingest import gains as gain_text
 from ingest.md_sections import Section, field_of
 from kb import vocab
+from kb.conditions import log_condition, quoted_log_lines
 from kb.hardware import lookup_gpu
 from kb.records import Condition, Context, Finding, Source
 
@@ -124,8 +125,6 @@ def _stable_part(msg: str, least: int = 20) -> str:
 def _quoted_logs(texts: list[str], blocks: list[str]) -> list[Condition]:
     """Log lines a free-form note quotes (a warning in a code block or in quotes):
     `log` conditions, so a run that prints the same line matches the note."""
-    from kb.conditions import quoted_log_lines
-
     found: list[str] = []
     for block in blocks:
         for ln in block.splitlines():
@@ -135,8 +134,6 @@ def _quoted_logs(texts: list[str], blocks: list[str]) -> list[Condition]:
                     found.append(msg[:300])
     for t in texts:
         found += [q for q in quoted_log_lines(t) if q not in found]
-    from kb.conditions import log_condition
-
     return [log_condition(q) for q in found[:MAX_INFERRED_LOGS]]
 
 
@@ -167,7 +164,8 @@ def freeform(sec: Section, path: str, stem: str) -> Finding:
     gains = gain_text.dedupe(gain_text.from_texts([sec.title, *texts]) + gain_text.from_tables(
         [(t.header, [cells for cells, _ in t.rows]) for t in sec.tables]))
 
-    symptoms = labelled.get("symptoms") or [t for t in texts if SYMPTOM_WORDS.search(t) and not CAUSE_WORDS.search(t)][:3]
+    symptoms = labelled.get("symptoms") or [t for t in texts if SYMPTOM_WORDS.search(t)
+                                            and not CAUSE_WORDS.search(t)][:3]
     root = labelled.get("root_cause") or [t for t in texts if CAUSE_WORDS.search(t)][:2]
     fix = labelled.get("fix") or [t for t in texts if FIX_WORDS.search(t) and t not in symptoms and t not in root][:3]
     sources = [Source(path=path, line_start=sec.line_start, line_end=sec.line_end)]

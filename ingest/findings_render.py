@@ -48,5 +48,6 @@ def render(f: Finding) -> str:
         for g in f.gains:
             metric = f"{g.metric} (computed)" if g.computed else g.metric
             lines.append(f"| {metric} | {_fmt_num(g.before)} | {_fmt_num(g.after)} | {g.unit or '-'} | "
-                         f"{g.concurrency if g.concurrency is not None else '-'} | {g.runs if g.runs is not None else '-'} |")
+                         f"{g.concurrency if g.concurrency is not None else '-'} | "
+                         f"{g.runs if g.runs is not None else '-'} |")
     return "\n".join(lines) + "\n"

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import re
 
-from kb.records import Gain
 from kb import vocab
+from kb.records import Gain
 
 # at most 15 digits before the point: a longer run is not a measurement, and its float would be inf
 NUM = r"\d{1,3}(?:,\d{3}){1,4}(?:\.\d+)?|\d{1,15}(?:\.\d+)?"
@@ -19,14 +19,17 @@ ARROW = re.compile(
 RATIO = re.compile(rf"(?<![\w.])(?P<r>{NUM})\s*[x×](?![\w])", re.I)
 PERCENT = re.compile(rf"(?<![\w.])(?P<sign>[+\-−])\s?(?P<p>{NUM})\s?%", re.I)
 CONCURRENCY = re.compile(
-    r"(?:at\s+|@\s*)?(?:c\s*=\s*|concurrency\s*(?:of|=|:)?\s*|max[-_ ]concurrency\s*=?\s*|bs\s*=?\s*|batch size\s*)(?P<a>\d{1,9})\b"
+    r"(?:at\s+|@\s*)?(?:c\s*=\s*|concurrency\s*(?:of|=|:)?\s*|max[-_ ]concurrency\s*=?\s*|bs\s*=?\s*|batch "
+    r"size\s*)(?P<a>\d{1,9})\b"
     r"|(?<!\d)(?P<b>\d{1,9})\s*(?:concurrency|concurrent|conc\b|parallel requests|users|streams)",
     re.I,
 )
-_RATIO_TAIL = re.compile(r"^\s*(?:faster|speed|higher|better|more (?:throughput|tok)|improv|throughput|gain|boost|lower|less|slower|tok/s)", re.I)
+_RATIO_TAIL = re.compile(r"^\s*(?:faster|speed|higher|better|more "
+                         r"(?:throughput|tok)|improv|throughput|gain|boost|lower|less|slower|tok/s)", re.I)
 MEASURE_WORDS = re.compile(r"throughput|tok|\btps\b|ttft|tpot|itl|latency|req/s|speed|decode", re.I)
 _METRIC_AFTER = re.compile(r"\s*(ttft|tpot|itl|tps|throughput|latency|tok/s|output tps|input tps|total tps)\b", re.I)
-_GAIN_WORDS = re.compile(r"faster|speed|throughput|higher|better|improv|gain|boost|more|tok/s|lower|less|slower|ttft|tpot|itl", re.I)
+_GAIN_WORDS = re.compile(r"faster|speed|throughput|higher|better|improv|gain|boost|more|tok/s|lower|less|slower"
+                         r"|ttft|tpot|itl", re.I)
 
 
 def _f(s: str) -> float:
@@ -178,7 +181,8 @@ def from_tables(tables: list[tuple[list[str], list[list[str]]]]) -> list[Gain]:
                     continue
                 a, b = _cell_num(cells[bi]), _cell_num(cells[ai])
                 unit_here = _cell_unit(cells[bi]) or _cell_unit(label) or _cell_unit(" ".join(header))
-                if a is not None and b is not None and (unit_here or MEASURE_WORDS.search(f"{label} {' '.join(header)}")):
+                if a is not None and b is not None and (unit_here
+                                                        or MEASURE_WORDS.search(f"{label} {' '.join(header)}")):
                     ctx_words = f"{label} {header[bi]}"
                     unit = unit_here
                     gains.append(Gain(metric=metric_name(ctx_words, unit), before=a, after=b,

@@ -197,7 +197,7 @@ class GenAiPerfCsv:
         if name not in METRICS:
             return
         stats: dict[str, Any] = {"unit": (m.group("unit") or "").strip() or None}
-        for col, val in zip(self.columns[1:], row[1:]):
+        for col, val in zip(self.columns[1:], row[1:], strict=False):
             stats["avg" if col == "Value" else col] = val
         self.metrics[name] = stats
 

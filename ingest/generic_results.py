@@ -128,8 +128,10 @@ def classify(header: str, seconds: bool = False) -> Column | None:
     if stat and re.fullmatch(r"(?:mean|avg|average|median|p\d+(?:\.\d+)?|min|max)[ _]?(?:ms|s|sec)?", name) \
             and (unit or re.search(r"(?:ms|s|sec)$", name)):
         scale, _ = _latency_scale(name, unit)  # "p99_ms": a latency, of the request as a whole
-        return Column(header, "e2e_ms", stat=stat, scale=scale, guessed="a latency without a kind: read as request latency")
-    if re.search(r"request[s]? throughput|requests? per second|req(?:uest)?s?\s*/\s*s|^rps$|^req/s$|^req per s$", words):
+        return Column(header, "e2e_ms", stat=stat, scale=scale,
+                      guessed="a latency without a kind: read as request latency")
+    if re.search(r"request[s]? throughput|requests? per second|req(?:uest)?s?\s*/\s*s|^rps$|^req/s$|^req per s$",
+                 words):
         return Column(header, "request_throughput",
                       guessed=None if "request throughput" in words else f"{header!r} read as completed requests/s")
     rate = re.search(r"/\s*s\b|/\s*sec|per\s*sec|\btps\b|throughput|\btput\b|gen/s|tokens per second", words)
@@ -139,12 +141,15 @@ def classify(header: str, seconds: bool = False) -> Column | None:
             return None
         exact = name in ("input len", "output len", "input length", "output length", "isl", "osl")
         if re.search(r"\b(?:input|prompt|prefill|isl)\b", words):
-            return Column(header, "input_len", guessed=None if exact else f"{header!r} read as input tokens per request")
+            return Column(header, "input_len",
+                          guessed=None if exact else f"{header!r} read as input tokens per request")
         if re.search(r"\b(?:output|gen|generated|completion|osl)\b", words):
-            return Column(header, "output_len", guessed=None if exact else f"{header!r} read as output tokens per request")
+            return Column(header, "output_len",
+                          guessed=None if exact else f"{header!r} read as output tokens per request")
         return None
     if re.search(r"\b(?:input|prompt|prefill|pp)\b", words):
-        return Column(header, "input_throughput", guessed=None if "input" in words else f"{header!r} read as input tok/s")
+        return Column(header, "input_throughput",
+                      guessed=None if "input" in words else f"{header!r} read as input tok/s")
     if re.search(r"\btotal\b", words):
         return Column(header, "total_throughput")
     if re.search(r"\b(?:output|gen|generation|generated|decode|tg|aggregate)\b|gen/s", words):

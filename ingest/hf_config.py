@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ingest.hf_quant import CONFIG, GPTQ_CONFIG, NESTED, QUANT_CONFIG, detect_quantization
 from kb.errors import InputError, NotFoundError
 from kb.records import ModelProfile
+from kb.textfile import read_text
 
 FIND_DEPTH = 3  # how deep a directory is searched for a flat config.json
 
@@ -175,8 +176,6 @@ def read_quant_beside(config: Path) -> dict | None:
 
 
 def _read_json(path: Path) -> dict:
-    from ingest.textfile import read_text
-
     text = read_text(path)
     try:
         doc = json.loads(text)

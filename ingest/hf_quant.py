@@ -133,7 +133,8 @@ def _ct_groups(q: dict) -> list[dict]:
         if not isinstance(g, dict):
             continue
         w = _dict(g.get("weights"))
-        targets = [t for t in g.get("targets") or [] if isinstance(t, str)] if isinstance(g.get("targets"), list) else []
+        targets = [t for t in g.get("targets") or [] if isinstance(t, str)] if isinstance(g.get("targets"),
+                                                                                          list) else []
         bits = w.get("num_bits")
         if isinstance(bits, int) and 0 < bits <= 32:
             size = w.get("group_size")

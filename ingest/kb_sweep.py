@@ -20,8 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ingest import bench_common as bc
-from ingest import sglang_bench
+from ingest import bench_common as bc, sglang_bench
 from ingest.serverlog import EventLog, SampleStats
 from kb.records import Sample, ServerTrace
 

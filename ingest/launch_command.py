@@ -11,8 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from kb.records import Where
 from ingest.serverlog import redact
+from kb.argv import docker_entrypoint, docker_image_at
+from kb.flagdata import newest_flags
+from kb.records import Where
 from kb.redact import redact_data
 
 _PY_ENTRY = re.compile(
@@ -109,16 +111,17 @@ def parse_launch_command(text: str, where: Where | None = None) -> LaunchCommand
     tail = _cut_shell_tail(text[m.end(): m.end() + MAX_COMMAND_CHARS])
     raw = (text[start: m.end()] + tail).strip()
     env = {}
-    for tok in _split(env_text):
+    for tok in shell_words(env_text):
         key, _, value = tok.partition("=")
         env[key] = redact(key, value)
     entry = m.group(1) if m.re is _PY_ENTRY else f"{m.group(1)} serve"
-    tokens = _split(tail)
+    tokens = shell_words(tail)
     positional: list[str] = []
     if entry.endswith(" serve") and tokens and not _is_flag(tokens[0]):
         positional.append(tokens.pop(0))  # `vllm serve MODEL`
-    args = _flags(tokens, positional)
-    raw = _scrub(raw, [k for k, v in args.items() if v == "<redacted>"], [k for k, v in env.items() if v == "<redacted>"])
+    args = flag_values(tokens, positional)
+    raw = _scrub(raw, [k for k, v in args.items() if v == "<redacted>"],
+                 [k for k, v in env.items() if v == "<redacted>"])
     norm = {norm_flag(k): v for k, v in args.items()}
     model = norm.get("model-path") or norm.get("model")
     if not isinstance(model, str):
@@ -142,8 +145,6 @@ def _docker_launch(text: str, where: Where | None) -> LaunchCommand | None:
     OpenAI image (`vllm/vllm-openai`, whose entrypoint is the vLLM server: the words
     after the image are its arguments, model positional or `--model`), or any image with
     `--entrypoint python3` and `-m sglang.launch_server ...` after it."""
-    from kb.launchcmd import docker_entrypoint, docker_image_at
-
     m = _DOCKER_RUN.search(text)
     if not m:
         return None
@@ -153,7 +154,7 @@ def _docker_launch(text: str, where: Where | None) -> LaunchCommand | None:
     env_m = _ENV_PREFIX.search(text, max(0, m.start() - 4096), m.start())
     start = env_m.start() if env_m else m.start()
     raw = (text[start:m.start()] + _cut_shell_tail(text[m.start(): m.start() + MAX_COMMAND_CHARS])).strip()
-    words = _split(raw[m.start() - start:])
+    words = shell_words(raw[m.start() - start:])
     at = docker_image_at(words)
     if at is None:
         return None
@@ -168,19 +169,20 @@ def _docker_launch(text: str, where: Where | None) -> LaunchCommand | None:
     else:
         return None
     env = {}
-    for tok in _split(text[start:m.start()]):
+    for tok in shell_words(text[start:m.start()]):
         key, _, value = tok.partition("=")
         env[key] = redact(key, value)
     secret_env = [k for k, v in env.items() if v == "<redacted>"]
     for i, w in enumerate(words[2:at], 2):  # -e KEY=VALUE inside the container: redact, do not re-export
-        pair = words[i + 1] if w in ("-e", "--env") and i + 1 < at else w.split("=", 1)[1] if w.startswith("--env=") else ""
+        pair = words[i + 1] if w in ("-e", "--env") and i + 1 < at else w.split("=",
+                                                                                1)[1] if w.startswith("--env=") else ""
         key, eq, value = pair.partition("=")
         if eq and redact(key, value) == "<redacted>":
             secret_env.append(key)
     positional: list[str] = []
     if entry == "vllm serve" and tokens and not _is_flag(tokens[0]):
         positional.append(tokens.pop(0))
-    args = _flags(tokens, positional)
+    args = flag_values(tokens, positional)
     raw = _scrub(raw, [k for k, v in args.items() if v == "<redacted>"], [])
     for k in secret_env:  # the value up to a quote or space: a quoted `"KEY=value"` keeps its quotes
         raw = re.sub(rf"(\b{re.escape(k)}=)[^\s\"']+", r"\1<redacted>", raw)
@@ -206,7 +208,7 @@ def _is_flag(tok: str) -> bool:
     return len(tok) > 1 and tok[0] == "-" and not re.match(r"-\.?\d", tok)
 
 
-def _flags(tokens: list[str], positional: list[str]) -> dict[str, Any]:
+def flag_values(tokens: list[str], positional: list[str]) -> dict[str, Any]:
     args: dict[str, Any] = {}
     i, n = 0, len(tokens)
     while i < n:
@@ -228,7 +230,7 @@ def _flags(tokens: list[str], positional: list[str]) -> dict[str, Any]:
     return args
 
 
-def _split(text: str) -> list[str]:
+def shell_words(text: str) -> list[str]:
     for attempt in (text, text + '"', text + "'"):
         try:
             return shlex.split(attempt, comments=True)
@@ -340,8 +342,8 @@ class FlagListLines:
         self._close()
         out = []
         for start, flags in self.blocks:
-            tokens = _split(" ".join(flags))
-            args = _flags(tokens, [])
+            tokens = shell_words(" ".join(flags))
+            args = flag_values(tokens, [])
             engine = _engine_of(args)
             if engine is None:
                 continue
@@ -355,10 +357,9 @@ class FlagListLines:
 
 def _engine_of(args: dict) -> str | None:
     """sglang or vllm: whichever newest flag catalog knows more of these flags."""
-    from kb.flags import catalog
-
     names = [k.split("=")[0] for k in args]
-    score = {e: sum(catalog(e).has(n) for n in names) for e in ("sglang", "vllm")}
+    newest = {e: newest_flags(e) for e in ("sglang", "vllm")}
+    score = {e: sum(n in flags for n in names) for e, flags in newest.items()}
     best = max(score, key=score.get)
     return best if score[best] and score[best] > min(score.values()) else None
 

@@ -28,7 +28,7 @@ from operator import add, attrgetter
 from typing import Callable, Iterable
 
 from ingest.serverlog import MAX_RANKS, SampleStats
-from ingest.textfile import MAX_LINE_CHARS, lines
+from kb.textfile import MAX_LINE_CHARS, lines
 
 CHUNK = 2**20
 # a line longer than this many bytes holds more than MAX_LINE_CHARS characters (UTF-8 ≤ 4 bytes each)
@@ -99,7 +99,8 @@ _VLLM = (
 # uvicorn's access line for the serving endpoints; no parser reads it (its words and
 # paths are none of the ones the log parsers look for), the log parsers only count it
 _ACCESS = (
-    rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: [A-Z]{2,4}\d+)*\] )?"
+    rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)?(?: "
+    rb"[A-Z]{2,4}\d+)*\] )?"
     rb"(?:(?:\x1b\[[\d;]{0,8}m)?\(APIServer pid=\d{1,9}\)(?:\x1b\[[\d;]{0,8}m)? )?"
     rb"INFO: +[0-9a-fA-F.:\[\]]{1,64} - \"(?:GET|POST) /(?:v1/chat/completions|v1/completions|generate|health"
     rb"|metrics|v1/models|get_model_info|get_server_info|version|ping|tokenize|detokenize|health_generate"
@@ -210,7 +211,7 @@ class _State:
         # the extra fields this block holds at all (a bytes search is far cheaper than a column per run)
         self.extras = [(c, k) for c, k in _SG_EXTRA if b", " + k.encode() + b": " in data]
         rows = ROWS.findall(data)
-        cols = list(zip(*rows))
+        cols = list(zip(*rows, strict=True))
         other = cols[OTHER]
         start, inside = 0, 0  # first row of the current run; other lines read inside it
         for i in compress(range(len(rows)), other):
@@ -349,7 +350,7 @@ V0 = tuple(COL["v0_" + k] for k in ("prompt", "gen", "run", "pend", "use"))
 def _usage(cols, use, full, swa, a, b) -> float | None:
     """The run's largest token usage; a hybrid (SWA) model's is the fuller of its two pools."""
     best = max(_floats(cols[use], a, b), default=None)
-    for f, s in zip(cols[full][a:b], cols[swa][a:b]):
+    for f, s in zip(cols[full][a:b], cols[swa][a:b], strict=True):
         if f:
             best = _mx(best, max(float(f), float(s) if s else 0.0))
     return best
@@ -626,13 +627,14 @@ class _Shapes:
             if s.rank:
                 template, idx = s.rank
                 ranks.update(template.format(*(v.decode() for v in vals))
-                             for vals in set(zip(*(toks[s][j::s.k] for j in idx))))
+                             for vals in set(zip(*(toks[s][j::s.k] for j in idx), strict=False)))
         engines = set()
         for s in vls:
             if "v1_eng" in s.fields:
                 engines.update(e.decode() for e in set(s.col(toks[s], "v1_eng")))
         eng_ranks = {f"Engine {e}" for e in engines}
-        if (len(sgl.ranks | ranks) > MAX_RANKS > len(sgl.ranks) or len(vll.ranks | eng_ranks) > MAX_RANKS > len(vll.ranks)
+        if (len(sgl.ranks | ranks) > MAX_RANKS > len(sgl.ranks)
+            or len(vll.ranks | eng_ranks) > MAX_RANKS > len(vll.ranks)
                 or len(st.vll.engines | engines) > 256 > len(st.vll.engines)):
             return None  # a cap reached inside the block: which ones are kept depends on the order
 
@@ -648,7 +650,7 @@ class _Shapes:
                     sgl.queue_known += len(q)
                     sgl.queue_nonzero += len(q) - q.count(0)
                     sgl.queued_max = _mx(sgl.queued_max, max(q))
-                for s, r in zip(dec, run_by):
+                for s, r in zip(dec, run_by, strict=True):
                     sgl.token_usage_max = _mx(sgl.token_usage_max, self.usage(s, toks[s], "d"))
                     if s.graph_false:
                         sgl.graph_false += len(r)

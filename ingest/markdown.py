@@ -23,10 +23,10 @@ from ingest.findings_canonical import canonical
 from ingest.findings_freeform import context_from, freeform, log_message, slug
 from ingest.findings_render import render
 from ingest.md_sections import Section, field_of, parse_sections
-from ingest.textfile import MAX_FINDINGS_BYTES, read_text
 from kb.errors import InputError
 from kb.records import Finding
 from kb.redact import redact_data
+from kb.textfile import MAX_FINDINGS_BYTES, read_text
 
 # What other modules read from here, wherever it is defined.
 __all__ = ["context_from", "finding_spans", "log_message", "looks_like_markdown", "parse_findings", "read_findings",

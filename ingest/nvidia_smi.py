@@ -148,7 +148,7 @@ class NvidiaSmiCsv:
             self.foreign = True  # another tool's CSV ("gpu,input_len,batch_size,..."): its rows are not GPUs
             return
         if fields and len(cells) == len(fields):
-            self._add(dict(zip(fields, cells)))
+            self._add(dict(zip(fields, cells, strict=True)))
         elif not fields and not self.foreign and len(cells) >= 2 and _looks_like_gpu_row(cells):
             self._add(_guess_row(cells))
         elif not text:
@@ -249,7 +249,7 @@ class NvidiaSmiTopo:
             self.current = {"rows": {}, "line": lineno}
             return
         if self.columns and cells and re.fullmatch(rf"GPU{_INDEX}", cells[0]):
-            self.current["rows"][cells[0]] = dict(zip(self.columns, cells[1:]))
+            self.current["rows"][cells[0]] = dict(zip(self.columns, cells[1:], strict=False))
             return
         if self.columns and cells and _NAME.match(cells[0]) and cells[0].startswith(("NIC", "mlx")):
             return  # NIC rows belong to the matrix but say nothing about GPU pairs

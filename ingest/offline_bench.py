@@ -22,12 +22,12 @@ concurrency, prefill latency as TTFT, median decode step as TPOT).
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from typing import Any
 
 from ingest import bench_common as bc
-from ingest.launch_command import MAX_COMMAND_CHARS, LaunchCommand, _flags, _split, norm_flag
+from ingest.launch_command import MAX_COMMAND_CHARS, LaunchCommand, flag_values, norm_flag, shell_words
+from kb.flagdata import any_version_flags
 from kb.records import BenchRun, Where
 from kb.redact import redact_data
 
@@ -65,19 +65,6 @@ _VLLM_BENCH_ARGS = ("--backend", "--dataset", "--dataset-name", "--dataset-path"
                     "--disable-detokenize", "--lora-path", "--prefix-len", "--random-range-ratio",
                     "--random-prefix-len", "--random-input-len", "--random-output-len", "--hf-subset", "--hf-split",
                     "--profile", "--num-warmups", "--prequeue-requests", "--disable-frontend-multiprocessing")
-
-
-@functools.lru_cache(maxsize=None)
-def _server_flags(engine: str) -> frozenset[str]:
-    """Every server flag (and alias) of any catalogued version: a pasted command may be old or new."""
-    from kb.flags import catalog, versions
-
-    out: set[str] = set()
-    for v in versions(engine):
-        for flag, info in catalog(engine, v).flags.items():
-            out.add(flag)
-            out.update(a for a in info.get("aliases") or [])
-    return frozenset(out)
 
 
 def _num(s: str | None) -> float | None:
@@ -163,11 +150,11 @@ class _OfflineText:
         m = self._entry(text)
         if not m:
             return None
-        tokens = _split(text[m.end():])
+        tokens = shell_words(text[m.end():])
         positional: list[str] = []
         if tokens[:1] == ["throughput"]:
             tokens = tokens[1:]
-        args = _flags(tokens, positional)
+        args = flag_values(tokens, positional)
         bench, server = self._sort_args(args)
         if bench.get("--backend") not in (None, True, self.engine, f"{self.engine}-chat"):
             return None  # vLLM's throughput benchmark also runs HF / MII: no vLLM server arguments
@@ -188,7 +175,7 @@ class _OfflineText:
         """(the benchmark's own arguments, server flags the engine's catalog knows); an
         abbreviation argparse would accept (`--batch` for `--batch-size`) is resolved
         when exactly one flag starts with it."""
-        known = _server_flags(self.engine)
+        known = any_version_flags(self.engine)
         own = _SGL_BENCH_ARGS if self.engine == "sglang" else _VLLM_BENCH_ARGS
         bench: dict[str, Any] = {}
         server: dict[str, Any] = {}
@@ -213,8 +200,8 @@ class _OfflineText:
         m = self._entry(self.commands[0].text)
         if not m:
             return {}
-        tokens = _split(self.commands[0].text[m.end():])
-        bench, server = self._sort_args(_flags(tokens, []))
+        tokens = shell_words(self.commands[0].text[m.end():])
+        bench, server = self._sort_args(flag_values(tokens, []))
         norm = {norm_flag(k): v for k, v in bench.items()}
         norm["model"] = next((v for k, v in server.items() if norm_flag(k) in ("model", "model-path")
                               and isinstance(v, str)), None)
@@ -374,7 +361,8 @@ class VllmThroughputText(_OfflineText):
         m = _VLLM_CMD.search(line)
         if not m or line.lstrip().startswith(("Throughput:", "#")):
             return None
-        return "vllm bench throughput" if "bench" in m.group(0) and ".py" not in m.group(0) else "benchmark_throughput.py"
+        new_cli = "bench" in m.group(0) and ".py" not in m.group(0)
+        return "vllm bench throughput" if new_cli else "benchmark_throughput.py"
 
     def _entry(self, text: str) -> re.Match | None:
         return _VLLM_CMD.search(text)
@@ -430,7 +418,7 @@ class VllmThroughputText(_OfflineText):
         ns = self.namespace
         if self.commands or not ns or ns.get("backend") not in (None, "vllm", "vllm-chat"):
             return None
-        known = _server_flags("vllm")
+        known = any_version_flags("vllm")
         args = {f"--{k.replace('_', '-')}": v for k, v in ns.items()
                 if k != "backend" and f"--{k.replace('_', '-')}" in known and v is not None and v is not False}
         if not args:

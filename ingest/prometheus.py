@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from ingest.metrics_text import Scrape, vllm_cache_config
 from ingest.serverlog import EventLog, SampleStats
 from kb.records import Sample, ServerTrace
 
@@ -193,8 +194,6 @@ def trace(a: Answers, instance: str) -> ServerTrace:
 def _info(a: Answers, instance: str, engine: str) -> tuple[dict, dict]:
     labels = a.info.get(instance) or {}
     if engine == "vllm" and labels:
-        from kb.live.metrics import Scrape, vllm_cache_config
-
         return vllm_cache_config(Scrape({"vllm:cache_config_info": [(dict(labels), 1.0)]}))
     if engine == "sglang":
         return {}, {k: _count(float(v)) for k, v in labels.items() if k in SGLANG_CONSTANTS and v is not None}

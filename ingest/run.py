@@ -17,12 +17,12 @@ import stat
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from ingest.generic_results import KIND as GENERIC  # its tables get a column report
+from ingest.launch_command import LaunchCommand
 from kb.errors import InputError
 from kb.evidence import RunEvidence, TextLine
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
-from ingest.generic_results import KIND as GENERIC  # its tables get a column report
-from ingest.launch_command import LaunchCommand
-from ingest.textfile import SNIFF_BYTES, lines
+from kb.textfile import SNIFF_BYTES, lines
 
 MAX_JSON_BYTES = 256 * 2**20  # a larger .json is read as JSON lines
 MAX_FILES = 10_000
@@ -61,7 +61,8 @@ def walk(paths: Iterable[Path]) -> Iterator[tuple[Path, str | None]]:
                         yield Path(root) / name, f"more than {MAX_FILES} files: the rest were not read"
                         return
                     if _README.match(name):  # describes the directory; named on its own it is read
-                        yield Path(root) / name, "a README in a directory: documentation, not evidence (name the file to read it)"
+                        yield Path(root) / name, ("a README in a directory: documentation, not evidence "
+                                                  "(name the file to read it)")
                         continue
                     yield from _check(Path(root) / name)
         else:
@@ -114,9 +115,11 @@ def _describe(records: list) -> str:
         ev = ", ".join(f"{n} {k}" for k, n in t.stats.get("events", {}).items())
         facts = ", ".join(list(t.startup)[:4])
         parts.append(f"{t.engine} log: {t.stats.get('samples', 0)} stats lines" + (f", events: {ev}" if ev else "")
-                     + (f", start-up: {facts}" if facts else "") + (f", {len(t.server_args)} server args" if t.server_args else ""))
+                     + (f", start-up: {facts}" if facts else "")
+                     + (f", {len(t.server_args)} server args" if t.server_args else ""))
     for m in (r for r in records if isinstance(r, ModelProfile)):
-        parts.append(f"model config: {m.name or m.architecture}" + (f" (MoE {m.experts}×top-{m.experts_per_token})" if m.is_moe else ""))
+        parts.append(f"model config: {m.name or m.architecture}"
+                     + (f" (MoE {m.experts}×top-{m.experts_per_token})" if m.is_moe else ""))
     for h in (r for r in records if isinstance(r, Hardware)):
         parts.append(f"GPU facts: {h.count}x {h.gpu}" + (f", {h.interconnect}" if h.interconnect else ""))
     launches = [r for r in records if type(r).__name__ == "LaunchCommand"]
@@ -167,7 +170,7 @@ def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
                 if out is not None and companion is None:  # recognised, read with another file
                     companion = r.kind
             if companion:
-                from ingest.formats import reported_kind, by_kind
+                from ingest.formats import by_kind, reported_kind
 
                 return [], [reported_kind(by_kind(companion)[0])]
     # JSON lines: one document per line (sglang bench_serving --output-file appends)
@@ -302,7 +305,8 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
 
             ev.files.append({"path": str(p), "skipped": unknown_file()})
             continue
-        ev.files.append({"path": str(p), "kind": ", ".join(kinds), "yielded": _describe(records) or "no values on its own"})
+        ev.files.append({"path": str(p), "kind": ", ".join(kinds),
+                         "yielded": _describe(records) or "no values on its own"})
         if GENERIC in kinds:
             _generic_report(p, records, ev)
         for r in records:
@@ -349,7 +353,8 @@ def _generic_report(p: Path, records: list, ev: RunEvidence) -> None:
     ev.files[-1]["columns"] = " | ".join(mappings)
     guessed = list(dict.fromkeys(g for b in bench for g in b.get("guessed", [])))
     if guessed:
-        ev.warnings.append(f"{p}: read as a generic results table; guessed: " + "; ".join(g.replace("(guessed: ", "(") for g in guessed))
+        ev.warnings.append(f"{p}: read as a generic results table; guessed: "
+                           + "; ".join(g.replace("(guessed: ", "(") for g in guessed))
     for note in dict.fromkeys(n for b in bench for n in b.get("notes", [])):
         ev.warnings.append(f"{p}: {note}")
 

@@ -15,10 +15,18 @@ from __future__ import annotations
 
 import re
 
-from kb.records import Sample
 from ingest.serverlog import (
-    ServerLogBase, as_bool, as_int, line_time, literal, moe_config_data, num, parse_call_args, split_fields,
+    ServerLogBase,
+    as_bool,
+    as_int,
+    line_time,
+    literal,
+    moe_config_data,
+    num,
+    parse_call_args,
+    split_fields,
 )
+from kb.records import Sample
 
 BATCH = re.compile(r"\b(Decode|Prefill) batch(?: \[\d+\])?[.,] (.*)")
 RETRACT = re.compile(
@@ -26,12 +34,15 @@ RETRACT = re.compile(
     r"(?:, #new_tokens_gained: (\d+))?(?:, #new_token_ratio: ([\d.]+) -> ([\d.]+))?"
 )
 STARTUP = re.compile(r"\bmax_total_num_tokens=\d+.*")
-CAPTURE_BS = re.compile(r"Capture (cuda|cpu) graph bs (\[[\d, ]*\])|Capture (?:target )?decode (CUDA) graph begin\..*?\bbs=(\[[\d, ]*\])")
+CAPTURE_BS = re.compile(r"Capture (cuda|cpu) graph bs (\[[\d, ]*\])|Capture (?:target )?decode (CUDA) graph "
+                        r"begin\..*?\bbs=(\[[\d, ]*\])")
 CAPTURE_TOKENS = re.compile(r"Capture cuda graph num tokens (\[[\d, ]*\])")
 CAPTURE_END = re.compile(r"Capture (?:cuda|cpu) graph end\. Time elapsed: ([\d.]+) s\. mem usage=([\d.]+) GB")
-KV_ALLOC = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: ([\d.]+) GB)")
+KV_ALLOC = re.compile(r"KV Cache is allocated\. #tokens: (\d+), (?:K size: ([\d.]+) GB, V size: ([\d.]+) GB|KV size: "
+                      r"([\d.]+) GB)")
 LOAD_END = re.compile(r"Load weight end\. type=(\w+), dtype=([\w.]+), avail mem=([\d.]+) GB, mem usage=([\d.]+) GB")
-MOE_DEFAULT = ("Using default MoE kernel config", "Using default MoE config", "Using MoE kernel config with down_moe=False")
+MOE_DEFAULT = ("Using default MoE kernel config", "Using default MoE config",
+               "Using MoE kernel config with down_moe=False")
 MOE_FALLBACK = re.compile(r"Fallback to triton version ([\d.]+) and use MoE kernel config from (\S+?\.json)")
 
 # Decode/Prefill fields that have a Sample slot; the rest feed stats["extra_max"].
@@ -147,7 +158,8 @@ class SglangLog(ServerLogBase):
                 self.recognised = True
                 key = "cuda_graph_bs" if device == "cuda" else "cpu_graph_bs"
                 self.startup.setdefault(key, bs)
-                self.startup[key.replace("_bs", "_max_bs")] = max(max(bs), self.startup.get(key.replace("_bs", "_max_bs"), 0))
+                self.startup[key.replace("_bs", "_max_bs")] = max(max(bs),
+                                                                  self.startup.get(key.replace("_bs", "_max_bs"), 0))
             return True
         m = CAPTURE_TOKENS.search(line)
         if m:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from ingest.markdown import context_from, log_message
 from kb.evidence import TextLine
 from kb.records import Where
 
@@ -27,8 +28,6 @@ _VARIABLE = re.compile(r"\d+(?:\.\d+)?")
 
 
 def _key(text: str) -> str:
-    from ingest.markdown import log_message
-
     return _VARIABLE.sub("#", log_message(text))[:200]
 
 
@@ -71,8 +70,6 @@ class TextLines:
 def context_of(lines: list[TextLine]) -> dict:
     """Engine, version, GPUs, model and quantization that prose names (ingest.markdown's
     reading of free-form notes)."""
-    from ingest.markdown import context_from
-
     return context_from("\n".join(t.text for t in lines))
 
 

@@ -3,7 +3,8 @@
 Formats read (vllm-project/vllm):
 - V1 periodic stats (v1/metrics/loggers.py): `Engine 000: Avg prompt throughput: X tokens/s,
   Avg generation throughput: Y tokens/s, Running: N reqs, Waiting: M reqs[, Preemptions: K], GPU KV
-  cache usage: P%, Prefix cache hit rate: Q%` (K counted as preempt events), and `SpecDecoding metrics: Mean acceptance length: ...`.
+  cache usage: P%, Prefix cache hit rate: Q%` (K counted as preempt events), and `SpecDecoding metrics:
+  Mean acceptance length: ...`.
 - V0 periodic stats (engine/metrics.py): `Avg prompt throughput: ..., Running: N reqs, Swapped: N reqs,
   Pending: N reqs, GPU KV cache usage: ..%, CPU KV cache usage: ..%.` and its
   `Prefix cache hit rate: GPU: ..%, CPU: ..%` line.
@@ -17,12 +18,20 @@ from __future__ import annotations
 
 import re
 
-from kb.records import Sample
 from ingest.serverlog import (
-    ServerLogBase, as_int, line_time, moe_config_data, num, parse_call_args, parse_dict_repr, split_fields,
+    ServerLogBase,
+    as_int,
+    line_time,
+    moe_config_data,
+    num,
+    parse_call_args,
+    parse_dict_repr,
+    split_fields,
 )
+from kb.records import Sample
 
-STATS_START = re.compile(r"(?:Engine (\d+): )?(?=Avg prompt throughput: |Total generation tokens: |Avg generation throughput: )")
+STATS_START = re.compile(r"(?:Engine (\d+): )?(?=Avg prompt throughput: |Total generation tokens: |Avg generation "
+                         r"throughput: )")
 PREEMPT = re.compile(
     r"Sequence group (\S+) is preempted by PreemptionMode\.(\w+) mode"
     r".*?total_(?:num_)?cumulative_preemption(?:_cnt)?=(\d+)"
@@ -52,7 +61,8 @@ OLD_BACKEND_NAMES = {"Flash Attention": "FLASH_ATTN", "FlashAttention": "FLASH_A
 # vLLM's own logger format from one of its engine modules; sglang logs can hold vLLM lines
 # too (it imports vLLM pieces), but not from these files
 ENGINE_LINE = re.compile(
-    r"\b(?:INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?(?:engine|core|llm_engine|async_llm_engine"
+    r"\b(?:INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\[?(?:engine|core|llm_engine|async_llm_engine"
     r"|api_server|launcher|gpu_worker|gpu_model_runner|multiproc_executor|kv_cache_utils|loggers|metrics)\.py:\d+\]"
 )
 ENGINE_KEYS = (

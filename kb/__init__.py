@@ -4,4 +4,6 @@ Kept import-light on purpose: `kb ask` must start fast, so submodules are import
 where they are used.
 """
 
-__version__ = "0.1.0"
+from kb.version import __version__
+
+__all__ = ["__version__"]

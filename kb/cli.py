@@ -44,17 +44,23 @@ def _echo_json(obj) -> None:
 _PATHS = typer.Argument(None, show_default=False,
                         help="Benchmark outputs, server logs, config.json, nvidia-smi output, prose (read as text "
                              "evidence), directories, or - for stdin.")
-_CONFIG = typer.Option(None, "--config", help="config.json, a model directory, or a Hugging Face repo id in the local cache.")
+_CONFIG = typer.Option(None, "--config",
+                       help="config.json, a model directory, or a Hugging Face repo id in the local cache.")
 _GPU = typer.Option(None, "--gpu", help='GPUs, e.g. "8x RTX PRO 6000" (overrides nvidia-smi files).')
 _ENGINE = typer.Option(None, "--engine", help="sglang or vllm, when the files do not say.")
 _LAUNCH = typer.Option(None, "--launch", help="The launch command in use, quoted.")
-_THRESHOLDS = typer.Option(None, "--thresholds", help="TOML file overriding signal and rule thresholds (docs/RULES.md).")
-_REPORT = typer.Option(None, "--report", help="Also write an HTML report (plots inline; needs pip install 'kb[report]').")
+_THRESHOLDS = typer.Option(None, "--thresholds",
+                           help="TOML file overriding signal and rule thresholds (docs/RULES.md).")
+_REPORT = typer.Option(None, "--report",
+                       help="Also write an HTML report (plots inline; needs pip install 'kb[report]').")
 
 
 @app.command()
-def ingest(paths: List[Path] = typer.Argument(..., help="Findings markdown, run outputs (benchmarks, logs, config.json, nvidia-smi), or directories."),
-           report: bool = typer.Option(False, "--report", help="Show, per record, which fields were found and which are missing."),
+def ingest(paths: List[Path] = typer.Argument(...,
+                                              help="Findings markdown, run outputs (benchmarks, logs, config.json, "
+                                                   "nvidia-smi), or directories."),
+           report: bool = typer.Option(False, "--report",
+                                       help="Show, per record, which fields were found and which are missing."),
            as_json: bool = typer.Option(False, "--json")):
     """Index findings (re-ingesting unchanged files does no work) and say what each run file is."""
     from ingest.detect import split_paths
@@ -119,7 +125,8 @@ def reindex():
 @app.command()
 def ask(question: str = typer.Argument(..., help="A question, as you would ask a colleague."),
         limit: int = typer.Option(5, "--limit", "-n", min=1, max=50),
-        run: Optional[List[Path]] = typer.Option(None, "--run", help="This run's files or directory: answer from its signals too."),
+        run: Optional[List[Path]] = typer.Option(None, "--run",
+                                                 help="This run's files or directory: answer from its signals too."),
         gpu: Optional[str] = _GPU, config: Optional[str] = _CONFIG, engine: Optional[str] = _ENGINE,
         as_json: bool = typer.Option(False, "--json")):
     """Answer from past findings: symptom, cause, fix, commands, measured gain, source."""
@@ -152,8 +159,7 @@ def _ask(question: str, limit: int, run, gpu, config, engine, as_json: bool) -> 
 @app.command()
 def show(finding_id: str = typer.Argument(..., metavar="ID"), as_json: bool = typer.Option(False, "--json")):
     """Print one finding whole."""
-    from kb import index as kbindex
-    from kb import render
+    from kb import index as kbindex, render
     from kb.errors import NotFoundError
 
     store = _store()
@@ -174,7 +180,8 @@ def rules(rule_id: Optional[str] = typer.Argument(None, metavar="[ID]", help="A 
     from kb.rules.registry import load_thresholds
 
     if rule_id is None:
-        typer.echo(json.dumps([describe.row(r) for r in describe.RULES], indent=2) if as_json else describe.listing_text())
+        typer.echo(json.dumps([describe.row(r) for r in describe.RULES], indent=2) if as_json
+                   else describe.listing_text())
         return
     e = describe.explain(rule_id, load_thresholds(thresholds))
     typer.echo(json.dumps(e, indent=2) if as_json else describe.explain_text(e))
@@ -189,12 +196,14 @@ def _run_options(paths, config, gpu, engine, launch, thresholds):
 
 
 # Fleets from Prometheus (kb/fleet): `kb signals|diagnose --prometheus URL` instead of files
-_PROM = typer.Option(None, "--prometheus", help="Prometheus URL: read every vLLM/sglang instance it scrapes instead of files.")
+_PROM = typer.Option(None, "--prometheus",
+                     help="Prometheus URL: read every vLLM/sglang instance it scrapes instead of files.")
 _PROM_SELECTOR = typer.Option(None, "--selector", help='Label matchers for the instances, e.g. \'{job="vllm"}\'.')
 _PROM_SINCE = typer.Option(None, "--since", help="Range ending now, e.g. 30m, 1h, 2d (default 1h).")
 _PROM_START = typer.Option(None, "--start", help="Range start: RFC 3339 (2026-12-01T15:00:00Z) or Unix seconds.")
 _PROM_END = typer.Option(None, "--end", help="Range end (with --start).")
-_PROM_STEP = typer.Option("15s", "--step", help="Resolution of the range queries (raised to keep 1,000 points per series).")
+_PROM_STEP = typer.Option("15s", "--step",
+                          help="Resolution of the range queries (raised to keep 1,000 points per series).")
 _PROM_TOKEN = typer.Option(None, "--prometheus-token", envvar="KB_PROMETHEUS_TOKEN", show_default=False,
                            help="Bearer token (or the basic-auth password with --prometheus-user); never printed.")
 _PROM_USER = typer.Option(None, "--prometheus-user", help="Basic-auth user name (the password is --prometheus-token).")
@@ -234,7 +243,8 @@ def _fleet(paths, prometheus, selector, since, start, end, step, token, user, th
 @app.command()
 def signals(paths: Optional[List[Path]] = _PATHS, config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
             engine: Optional[str] = _ENGINE, launch: Optional[str] = _LAUNCH, thresholds: Optional[str] = _THRESHOLDS,
-            prometheus: Optional[str] = _PROM, selector: Optional[str] = _PROM_SELECTOR, since: Optional[str] = _PROM_SINCE,
+            prometheus: Optional[str] = _PROM, selector: Optional[str] = _PROM_SELECTOR,
+            since: Optional[str] = _PROM_SINCE,
             start: Optional[str] = _PROM_START, end: Optional[str] = _PROM_END, step: str = _PROM_STEP,
             prometheus_token: Optional[str] = _PROM_TOKEN, prometheus_user: Optional[str] = _PROM_USER,
             as_json: bool = typer.Option(False, "--json")):
@@ -272,7 +282,9 @@ def diagnose(paths: Optional[List[Path]] = _PATHS, config: Optional[str] = _CONF
              since: Optional[str] = _PROM_SINCE, start: Optional[str] = _PROM_START, end: Optional[str] = _PROM_END,
              step: str = _PROM_STEP, prometheus_token: Optional[str] = _PROM_TOKEN,
              prometheus_user: Optional[str] = _PROM_USER,
-             why: Optional[str] = typer.Option(None, "--why", metavar="ID", help="A rule id (KB105) or finding id: which of its conditions held, failed or were unknown."),
+             why: Optional[str] = typer.Option(None, "--why", metavar="ID",
+                                               help="A rule id (KB105) or finding id: which of its conditions held, "
+                                                    "failed or were unknown."),
              as_json: bool = typer.Option(False, "--json")):
     """Signals, then ranked recommendations with exact commands and the findings behind them.
     PATHS may be prose (a pasted issue, notes) and `-` for standard input."""
@@ -296,16 +308,25 @@ def diagnose(paths: Optional[List[Path]] = _PATHS, config: Optional[str] = _CONF
 
 
 @app.command()
-def launch(model: str = typer.Option(..., "--model", help="config.json, a model directory, or a repo id in the local Hugging Face cache."),
+def launch(model: str = typer.Option(..., "--model",
+                                     help="config.json, a model directory, or a repo id in the local Hugging Face "
+                                          "cache."),
            gpus: str = typer.Option(..., "--gpus", help='e.g. "8x RTX PRO 6000", "4x H100".'),
            engine: str = typer.Option(..., "--engine", help="sglang or vllm."),
-           context: Optional[int] = typer.Option(None, "--context", min=256, help="Context length to serve (default: the model's, at most 32768)."),
+           context: Optional[int] = typer.Option(None, "--context", min=256,
+                                                 help="Context length to serve (default: the model's, at most 32768)."),
            goal: str = typer.Option("throughput", "--goal", help="throughput or latency."),
            version: Optional[str] = typer.Option(None, "--version", help="Engine version (default: newest catalog)."),
-           model_path: Optional[str] = typer.Option(None, "--model-path", help="What the command should load, when --model is a local config file."),
-           workload: Optional[str] = typer.Option(None, "--workload", help="INPUT:OUTPUT tokens per request (e.g. 1024:1024), or a benchmark file / run directory to read them from."),
-           dataset: Optional[str] = typer.Option(None, "--dataset", help="random: the engine benchmark's random-dataset lengths."),
-           concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1, help="The load to serve (default: what the KV cache holds)."),
+           model_path: Optional[str] = typer.Option(None, "--model-path",
+                                                    help="What the command should load, when --model is a local "
+                                                         "config file."),
+           workload: Optional[str] = typer.Option(None, "--workload",
+                                                  help="INPUT:OUTPUT tokens per request (e.g. 1024:1024), or a "
+                                                       "benchmark file / run directory to read them from."),
+           dataset: Optional[str] = typer.Option(None, "--dataset",
+                                                 help="random: the engine benchmark's random-dataset lengths."),
+           concurrency: Optional[int] = typer.Option(None, "--concurrency", min=1,
+                                                     help="The load to serve (default: what the KV cache holds)."),
            as_json: bool = typer.Option(False, "--json")):
     """A recommended launch command for a model on given GPUs, sized for the workload, every flag explained."""
     from pathlib import Path as _P
@@ -338,18 +359,22 @@ def launch(model: str = typer.Option(..., "--model", help="config.json, a model 
     m = p.memory
     from kb.launchcmd import one_line
 
-    typer.echo(one_line(f"# {engine} {p.version}: {profile.name or model} on {hw.count}x {hw.gpu} ({hw.arch}, {hw.interconnect})"))
+    typer.echo(one_line(f"# {engine} {p.version}: {profile.name or model} on {hw.count}x {hw.gpu} ({hw.arch}, "
+                        f"{hw.interconnect})"))
     if p.catalog_note:
         typer.echo(one_line(f"# note: {p.catalog_note}"))
     typer.echo(p.command)
     typer.echo("")
     typer.echo("Memory (per GPU)")
-    typer.echo(f"  weights   {m.weights_total_gib:,.1f} GiB total ({m.weight_format}) over TP{m.tp} × PP{m.pp} = {m.weights_per_gpu_gib:,.2f} GiB"
+    typer.echo(f"  weights   {m.weights_total_gib:,.1f} GiB total ({m.weight_format}) over TP{m.tp} × PP{m.pp} = "
+               f"{m.weights_per_gpu_gib:,.2f} GiB"
                + (" (attention replicated per DP-attention rank)" if m.dp_attention else ""))
     typer.echo(f"  usable    {m.gpu_memory_gib:g} GiB × {m.fraction} − reserve = {m.usable_per_gpu_gib:,.2f} GiB")
-    typer.echo(f"  KV cache  {m.kv_per_gpu_gib:,.2f} GiB / {m.kv_bytes_per_token_per_gpu:,} B per token ({m.kv_dtype}) = "
+    typer.echo(f"  KV cache  {m.kv_per_gpu_gib:,.2f} GiB / {m.kv_bytes_per_token_per_gpu:,} B per token "
+               f"({m.kv_dtype}) = "
                f"{m.kv_tokens:,} tokens" + (" (× DP attention ranks)" if m.dp_attention else ""))
-    typer.echo(f"  requests  {m.full_context_requests:,} at the full {m.context:,}-token context; running cap {m.max_running}")
+    typer.echo(f"  requests  {m.full_context_requests:,} at the full {m.context:,}-token context; running cap "
+               f"{m.max_running}")
     typer.echo("")
     typer.echo("Sized for the workload")
     for line in p.sizing:
@@ -364,22 +389,35 @@ def launch(model: str = typer.Option(..., "--model", help="config.json, a model 
 
 
 @app.command()
-def attach(before: Optional[List[Path]] = typer.Option(None, "--before", help="Benchmark output or run directory before the change (repeatable)."),
-           after: Optional[List[Path]] = typer.Option(None, "--after", help="Benchmark output or run directory after the change (repeatable)."),
+def attach(before: Optional[List[Path]] = typer.Option(None, "--before",
+                                                       help="Benchmark output or run directory before the change "
+                                                            "(repeatable)."),
+           after: Optional[List[Path]] = typer.Option(None, "--after",
+                                                      help="Benchmark output or run directory after the change "
+                                                           "(repeatable)."),
            fix: Optional[str] = typer.Option(None, "--fix", help="What changed, in words."),
-           command: Optional[List[str]] = typer.Option(None, "--command", help="An exact command of the fix (repeatable)."),
+           command: Optional[List[str]] = typer.Option(None, "--command",
+                                                       help="An exact command of the fix (repeatable)."),
            title: Optional[str] = typer.Option(None, "--title"),
            tag: Optional[List[str]] = typer.Option(None, "--tag"),
-           fix_class: Optional[List[str]] = typer.Option(None, "--fix-class", help="A fix-class slug (repeatable; inferred when not given)."),
-           symptom: Optional[List[str]] = typer.Option(None, "--symptom", help="What was seen (repeatable; from the before run when not given)."),
+           fix_class: Optional[List[str]] = typer.Option(None, "--fix-class",
+                                                         help="A fix-class slug (repeatable; inferred when not "
+                                                              "given)."),
+           symptom: Optional[List[str]] = typer.Option(None, "--symptom",
+                                                       help="What was seen (repeatable; from the before run when not "
+                                                            "given)."),
            cause: Optional[str] = typer.Option(None, "--cause", help="The root cause, in words."),
            note: Optional[str] = typer.Option(None, "--note", help="Free text kept with the finding."),
-           to: Optional[Path] = typer.Option(None, "--to", help="Findings file to write (default $KB_HOME/findings/attached.md)."),
-           update: Optional[str] = typer.Option(None, "--update", metavar="ID", help="Add this measurement to finding ID, in the file that holds it."),
-           force_new: bool = typer.Option(False, "--force-new", help="Write a new finding even if a near-duplicate exists."),
+           to: Optional[Path] = typer.Option(None, "--to",
+                                             help="Findings file to write (default $KB_HOME/findings/attached.md)."),
+           update: Optional[str] = typer.Option(None, "--update", metavar="ID",
+                                                help="Add this measurement to finding ID, in the file that holds it."),
+           force_new: bool = typer.Option(False, "--force-new",
+                                          help="Write a new finding even if a near-duplicate exists."),
            engine: Optional[str] = _ENGINE, gpu: Optional[str] = _GPU, config: Optional[str] = _CONFIG,
            report: Optional[Path] = typer.Option(None, "--report", help="Also write an HTML report of the runs: before "
-                                                 "and after overlaid, or the after run alone (pip install 'kb[report]')."),
+                                                 "and after overlaid, or the after run alone (pip install "
+                                                 "'kb[report]')."),
            as_json: bool = typer.Option(False, "--json")):
     """Record what a run taught us as a finding: gains computed from the runs, context from their files."""
     from kb.attach import Request, attach as do_attach, report as attach_report
@@ -440,12 +478,15 @@ def report_cmd(paths: List[Path] = typer.Argument(..., help="Run files or direct
 
 
 @app.command("compare")
-def compare_cmd(runs: List[Path] = typer.Argument(..., help="Two or more runs (files or directories); the first is the baseline."),
+def compare_cmd(runs: List[Path] = typer.Argument(...,
+                                                  help="Two or more runs (files or directories); the first is the "
+                                                       "baseline."),
                 as_json: bool = typer.Option(False, "--json"),
                 report: Optional[Path] = _REPORT,
                 fail_on_regression: Optional[float] = typer.Option(
                     None, "--fail-on-regression", metavar="PCT", min=0.0,
-                    help="Exit 3 when any metric is worse than the baseline by more than PCT percent and the noise band."),
+                    help="Exit 3 when any metric is worse than the baseline by more than PCT percent and the noise "
+                         "band."),
                 noise: float = typer.Option(3.0, "--noise", metavar="PCT", min=0.0,
                                             help="Noise band (percent) for levels with a single run per side.")):
     """Runs aligned by load and workload: per level and metric the delta, the noise band and a verdict."""
@@ -471,8 +512,10 @@ _CONNECT_TIMEOUT = typer.Option(5.0, "--connect-timeout", min=0.1, help="Seconds
 _CONCURRENCY = typer.Option("1,8,32,128", "--concurrency", "-c", help="Concurrency levels, comma-separated.")
 _REQUESTS = typer.Option(None, "--requests", "-n", min=1, help="Requests per level (default max(16, 4 x level)).")
 _DURATION = typer.Option(None, "--duration", min=0.1, help="Seconds per level: stop sending after this.")
-_INPUT_LEN = typer.Option(None, "--input-len", min=1, help="Prompt length in tokens (default 256, fitted to the server's context).")
-_OUTPUT_LEN = typer.Option(None, "--output-len", min=1, help="Output tokens per request, ignore_eos (default 256, fitted to the server's context).")
+_INPUT_LEN = typer.Option(None, "--input-len", min=1,
+                          help="Prompt length in tokens (default 256, fitted to the server's context).")
+_OUTPUT_LEN = typer.Option(None, "--output-len", min=1,
+                           help="Output tokens per request, ignore_eos (default 256, fitted to the server's context).")
 _LEVEL_TIME = typer.Option(900.0, "--max-level-time", min=1.0, help="Hard cap on one level's wall time, seconds.")
 _CHUNK_TIMEOUT = typer.Option(60.0, "--timeout", min=0.1, help="Seconds to wait for each token chunk.")
 
@@ -520,13 +563,21 @@ def probe(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
 def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1:8000"),
           concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS, duration: Optional[float] = _DURATION,
           input_len: Optional[int] = _INPUT_LEN, output_len: Optional[int] = _OUTPUT_LEN,
-          out: Optional[Path] = typer.Option(None, "--out", "-o", help="JSONL file (sglang bench_serving shape), one line per finished level."),
+          out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                             help="JSONL file (sglang bench_serving shape), one line per finished "
+                                                  "level."),
           api_key: Optional[str] = _API_KEY,
           timeout: float = _CHUNK_TIMEOUT,
           connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
-          rate: Optional[str] = typer.Option(None, "--rate", help="Request rates (req/s, Poisson arrivals) instead of concurrencies, e.g. 0.5,1,2,4."),
-          slo: Optional[str] = typer.Option(None, "--slo", help='Objectives, e.g. "ttft_p99<=2000ms,tpot_p50<=50ms": per level the share of requests meeting them and the goodput.'),
-          find_max: bool = typer.Option(False, "--find-max", help="Search the highest level meeting --slo: double from the first level, then bisect."),
+          rate: Optional[str] = typer.Option(None, "--rate",
+                                             help="Request rates (req/s, Poisson arrivals) instead of concurrencies, "
+                                                  "e.g. 0.5,1,2,4."),
+          slo: Optional[str] = typer.Option(None, "--slo",
+                                            help='Objectives, e.g. "ttft_p99<=2000ms,tpot_p50<=50ms": per level the '
+                                                 'share of requests meeting them and the goodput.'),
+          find_max: bool = typer.Option(False, "--find-max",
+                                        help="Search the highest level meeting --slo: double from the first level, "
+                                             "then bisect."),
           max_level: float = typer.Option(1024, "--max-level", min=0.01, help="Highest level --find-max may try."),
           as_json: bool = typer.Option(False, "--json")):
     """Streaming load over concurrency levels: throughput, TTFT, TPOT, ITL and /metrics samples."""
@@ -554,8 +605,10 @@ def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
                                                             "why": found.why, "tried": found.tried, "unit": unit},
                     "interrupted": res.interrupted, "error": res.error, "warnings": res.warnings})
     else:
-        typer.echo(f"kb sweep — {p.url} · {p.engine or 'unknown engine'} {p.version or ''} · {p.model}".replace("  ", " "))
-        typer.echo(f"  prompts {res.prompt_tokens or '?'} tokens ({res.prompt_words} words), {res.output_len} output tokens")
+        typer.echo(f"kb sweep — {p.url} · {p.engine or 'unknown engine'} {p.version or ''} · {p.model}".replace("  ",
+                                                                                                                " "))
+        typer.echo(f"  prompts {res.prompt_tokens or '?'} tokens ({res.prompt_words} words), {res.output_len} output "
+                   "tokens")
         if res.levels:
             typer.echo(table(res.levels))
         for w in res.warnings:
@@ -579,9 +632,13 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
            concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS,
            duration: Optional[float] = _DURATION, input_len: Optional[int] = _INPUT_LEN,
            output_len: Optional[int] = _OUTPUT_LEN,
-           out: Optional[Path] = typer.Option(None, "--out", "-o", help="Where the sweep goes (default $KB_HOME/runs/doctor-HOST-PORT-TIME.jsonl)."),
+           out: Optional[Path] = typer.Option(None, "--out", "-o",
+                                              help="Where the sweep goes (default "
+                                                   "$KB_HOME/runs/doctor-HOST-PORT-TIME.jsonl)."),
            launch: Optional[str] = _LAUNCH,
-           log: Optional[Path] = typer.Option(None, "--log", help="The server's log file: start-up facts and the stats lines written during the sweep."),
+           log: Optional[Path] = typer.Option(None, "--log",
+                                              help="The server's log file: start-up facts and the stats lines written "
+                                                   "during the sweep."),
            config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU, thresholds: Optional[str] = _THRESHOLDS,
            api_key: Optional[str] = _API_KEY,
            timeout: float = _CHUNK_TIMEOUT,
@@ -601,7 +658,8 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
     th = load_thresholds(thresholds)
     store = _store()
     target = out or default_out(store.home, url)
-    r = do_doctor(url, opts, store.read(_loader(), kbindex.all_records), target, api_key=api_key, launch=launch, log=log,
+    r = do_doctor(url, opts, store.read(_loader(), kbindex.all_records), target, api_key=api_key, launch=launch,
+                  log=log,
                   config=config, gpu=gpu, thresholds=th, timeouts=_probe_timeouts(connect_timeout, timeout))
     typer.echo(json.dumps(r.to_json(), indent=2, default=str) if as_json else doctor_report(r))
     if report:  # written even when the sweep stopped early: its finished levels are diagnosed
@@ -616,28 +674,41 @@ def doctor(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.
 
 
 @app.command()
-def tune(launch: str = typer.Option(..., "--launch", help='The server\'s launch command, quoted: "vllm serve …" or "python -m sglang.launch_server …" (KEY=VALUE prefixes become its environment).'),
+def tune(launch: str = typer.Option(..., "--launch",
+                                    help='The server\'s launch command, quoted: "vllm serve …" or "python -m '
+                                         'sglang.launch_server …" (KEY=VALUE prefixes become its environment).'),
          goal: str = typer.Option("throughput", "--goal", help="throughput or latency."),
-         slo: Optional[str] = typer.Option(None, "--slo", help='Objectives each kept configuration must meet, e.g. "ttft_p99<=2000ms,tpot_p50<=50ms".'),
-         budget_minutes: float = typer.Option(60.0, "--budget-minutes", min=0.1, help="Stop starting trials after this many minutes."),
-         max_trials: int = typer.Option(8, "--max-trials", min=0, help="Candidate trials at most (the baseline not counted)."),
+         slo: Optional[str] = typer.Option(None, "--slo",
+                                           help='Objectives each kept configuration must meet, e.g. '
+                                                '"ttft_p99<=2000ms,tpot_p50<=50ms".'),
+         budget_minutes: float = typer.Option(60.0, "--budget-minutes", min=0.1,
+                                              help="Stop starting trials after this many minutes."),
+         max_trials: int = typer.Option(8, "--max-trials", min=0,
+                                        help="Candidate trials at most (the baseline not counted)."),
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; start nothing."),
-         candidate: Optional[List[str]] = typer.Option(None, "--candidate", help='Flag changes to try first, e.g. "--max-num-seqs 64" (repeatable).'),
+         candidate: Optional[List[str]] = typer.Option(None, "--candidate",
+                                                       help='Flag changes to try first, e.g. "--max-num-seqs 64" '
+                                                            '(repeatable).'),
          concurrency: str = _CONCURRENCY, requests: Optional[int] = _REQUESTS, duration: Optional[float] = _DURATION,
          input_len: Optional[int] = _INPUT_LEN, output_len: Optional[int] = _OUTPUT_LEN,
          rate: Optional[str] = typer.Option(None, "--rate", help="Sweep request rates instead of concurrencies."),
          config: Optional[str] = _CONFIG, gpu: Optional[str] = _GPU,
-         out_dir: Optional[Path] = typer.Option(None, "--out-dir", help="Where trial logs and sweeps go (default $KB_HOME/runs/tune-TIME)."),
-         start_timeout: float = typer.Option(600.0, "--start-timeout", min=1.0, help="Seconds a server may take to answer /health."),
+         out_dir: Optional[Path] = typer.Option(None, "--out-dir",
+                                                help="Where trial logs and sweeps go "
+                                                     "(default $KB_HOME/runs/tune-TIME)."),
+         start_timeout: float = typer.Option(600.0, "--start-timeout", min=1.0,
+                                             help="Seconds a server may take to answer /health."),
          no_attach: bool = typer.Option(False, "--no-attach", help="Do not record the result as a finding."),
-         report: Optional[Path] = typer.Option(None, "--report", help="The before/after HTML report (default OUT_DIR/report.html)."),
-         timeout: float = _CHUNK_TIMEOUT, connect_timeout: float = _CONNECT_TIMEOUT, max_level_time: float = _LEVEL_TIME,
+         report: Optional[Path] = typer.Option(None, "--report",
+                                               help="The before/after HTML report (default OUT_DIR/report.html)."),
+         timeout: float = _CHUNK_TIMEOUT, connect_timeout: float = _CONNECT_TIMEOUT,
+         max_level_time: float = _LEVEL_TIME,
          as_json: bool = typer.Option(False, "--json")):
     """Start the server, sweep, diagnose, try kb's recommended changes one by one, keep what works, record it."""
     import time as _time
 
-    from kb.errors import UsageError
     from kb import index as kbindex
+    from kb.errors import UsageError
     from kb.tune import TuneOptions, report as tune_report, tune as do_tune
 
     if goal not in ("throughput", "latency"):

@@ -9,12 +9,11 @@ a deprecated alias in 0.5.15-0.5.19, gone in 0.5.20). Anything else is reported.
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
-from functools import lru_cache
 
-from kb.flags import DATA, _load, _vkey, catalog, versions
+from kb.flagdata import load, short_options, version_key, versions
+from kb.flags import catalog
 from kb.launchcmd import split_args
 
 # the words that start a server launch, per engine
@@ -56,16 +55,10 @@ def launch_commands(block: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-@lru_cache(maxsize=None)
-def _short_options(engine: str, version: str) -> frozenset[str]:
-    """Single-dash spellings (vLLM's -tp, -dp) kept beside the flags in the catalog file."""
-    return frozenset(json.loads((DATA / f"{engine}-{version}.json").read_text()).get("short_options", {}))
-
-
 def _known_rename(engine: str, flag: str) -> str | None:
     """The catalog versions where `flag` is deprecated or an alias of another flag."""
     for v in versions(engine):
-        info = _load(engine, v).get(flag)
+        info = load(engine, v).get(flag)
         if info and (info.get("deprecated") or info.get("canonical") != flag or info.get("negation_of")):
             return v
     return None
@@ -99,14 +92,14 @@ def catalogs_for(engine: str, version: str | None) -> list[str]:
     if version in known:
         return [version]
     older = catalog(engine, version).version
-    want = _vkey(version)
-    newer = [v for v in known if _vkey(v) > want]
-    out = [older] if _vkey(older) <= want else []
+    want = version_key(version)
+    newer = [v for v in known if version_key(v) > want]
+    out = [older] if version_key(older) <= want else []
     return out + newer[:1]
 
 
 def _check_in(engine: str, cat_version: str, flag: str, values: list[str]) -> str | None:
-    flags = _load(engine, cat_version)
+    flags = load(engine, cat_version)
     key = _resolve(engine, flags, flag)
     if key is None:
         return f"{flag} is unknown to {engine} {cat_version}"
@@ -125,7 +118,7 @@ def check_launch(engine: str, version: str | None, argv: list[str]) -> list[str]
     """Problems with one launch's server arguments ([] = it parses under the catalog(s) of
     its version, or uses a flag some catalog knows as a rename)."""
     cats = catalogs_for(engine, version)
-    shorts = set().union(*(_short_options(engine, v) for v in cats))
+    shorts = set().union(*(short_options(engine, v) for v in cats))
     _, pairs = split_args(argv, shorts)
     problems = []
     for flag, values in pairs:

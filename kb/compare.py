@@ -21,6 +21,7 @@ from pathlib import Path
 from statistics import median
 from typing import Callable
 
+from ingest.run import read_run
 from kb.errors import InputError, KbError
 from kb.evidence import RunEvidence, spread
 from kb.records import BenchRun
@@ -269,8 +270,6 @@ def summary(s: Side) -> str:
 
 
 def read_side(paths: list[Path], name: str | None = None) -> Side:
-    from ingest.run import read_run
-
     ev = read_run(list(paths))
     label = name or ", ".join(map(str, paths))
     if not ev.bench:

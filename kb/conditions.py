@@ -29,7 +29,8 @@ _CMP = re.compile(r"^(<=|>=|!=|==|<|>|=)?\s*([0-9][0-9.]*)\s*([kKmMbBtT]?)$")
 _VERSION = re.compile(r"^(<=|>=|!=|==|<|>|=)?\s*v?(\d+(?:\.\d+){0,3}(?:\.?post\d+|rc\d+)?)$")
 _QUOTED = re.compile(r'^"(.+)"$', re.S)
 _TICKED = re.compile(r"^`(.+)`$", re.S)
-_SETTING = re.compile(r"^--?(?P<name>[a-z0-9][a-z0-9_-]*)\s*(?P<rest>.*)$|^(?P<name2>[a-z0-9][a-z0-9_-]*)\s*(?P<rest2>.*)$", re.I)
+_SETTING = re.compile(r"^--?(?P<name>[a-z0-9][a-z0-9_-]*)\s*(?P<rest>.*)$"
+                      r"|^(?P<name2>[a-z0-9][a-z0-9_-]*)\s*(?P<rest2>.*)$", re.I)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ def _engine(value: str) -> Parsed:
 def _setting(value: str) -> Parsed:
     m = _SETTING.match(value.strip())
     if not m:
-        raise ValueError(f"setting: expected a setting name then present, absent, a comparison or '= value', got {value!r}")
+        raise ValueError("setting: expected a setting name then present, absent, a comparison or '= value', got "
+                         f"{value!r}")
     name = (m.group("name") or m.group("name2")).lower().replace("_", "-")
     rest = (m.group("rest") if m.group("name") else m.group("rest2")).strip()
     if rest.lower() in ("present", "absent", "on", "off"):
@@ -156,7 +158,8 @@ def parse(key: str, value: str) -> Parsed:
     if key == "log regex":
         m = _TICKED.match(value)
         if not m:
-            raise ValueError(r"log regex: expected a Python regular expression in backticks, e.g. `KV cache pool is full\.`")
+            raise ValueError(r"log regex: expected a Python regular expression in backticks, e.g. `KV cache pool is "
+                             r"full\.`")
         try:
             rx = re.compile(m.group(1), re.I)
         except re.error as e:
@@ -190,7 +193,8 @@ _MOE_FAMILIES = {"deepseek", "kimi", "qwen3-moe", "mixtral", "gpt-oss", "minimax
 
 # a quote the prose introduces as a warning or an error (not any line a log prints: an
 # ordinary start-up line such as "available_gpu_mem=... GB" is no symptom)
-_SAYS_LOG = re.compile(r"\b(?:warns?|warnings?|warned|errors?|errored|complains?|fails? with|raises?)\b[^\"`]{0,40}$", re.I)
+_SAYS_LOG = re.compile(r"\b(?:warns?|warnings?|warned|errors?|errored|complains?|fails? with|raises?)\b[^\"`]{0,40}$",
+                       re.I)
 
 
 def quoted_log_lines(text: str) -> list[str]:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kb.errors import NotFoundError
 from kb.evidence import RunEvidence
 from kb.flags import Catalog, catalog
 from kb.match import Match, Search, match_all
+from kb.model_lookup import fill_model
+from kb.recommend import TEXT_MIN, combined_command, recommend
 from kb.records import Finding, Recommendation, Signal
 from kb.render import file_line, signal_lines
+from kb.rules import registry
+from kb.rules.base import RuleContext
+from kb.signals import detect
 
 
 @dataclass
@@ -42,10 +48,6 @@ def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None =
              search: Search | None = None) -> Diagnosis:
     """Signals, the computed rules and every finding whose conditions hold, ranked.
     `search` (text → [(finding, score)], the index `kb ask` uses) gives text similarity."""
-    from kb.model_lookup import fill_model
-    from kb.recommend import combined_command, recommend
-    from kb.signals import detect
-
     fill_model(ev)  # a model named by repo id only: its config from the hub cache or kb's copies
     signals = detect(ev, thresholds)
     warnings = list(ev.warnings)
@@ -54,11 +56,13 @@ def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None =
     if not engine:
         warnings.append("engine unknown (no launch command, server log or --engine): no launch command can be written")
     else:
-        cat = catalog(engine, ev.engine_version, flags=[w.split("=", 1)[0] for w in ev.launch_argv if w.startswith("--")])
+        cat = catalog(engine, ev.engine_version,
+                      flags=[w.split("=", 1)[0] for w in ev.launch_argv if w.startswith("--")])
         if cat.note():
             warnings.append(cat.note())
         elif not ev.engine_version:
-            warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest catalog")
+            warnings.append(f"{engine} version unknown: flags checked against {engine} {cat.version}, the newest "
+                            "catalog")
     matches = match_all(ev, engine, cat, signals, findings, search)
     recs = recommend(ev, signals, engine, cat, findings, warnings, matches, thresholds)
     return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings, matches)
@@ -72,7 +76,7 @@ def _opt(v, fmt: str) -> str:
     return format(v, fmt) if v is not None else "-".rjust(width)
 
 
-def _model_line(ev: RunEvidence) -> str:
+def model_line(ev: RunEvidence) -> str:
     m = ev.model
     if not m:
         return "model unknown"
@@ -86,7 +90,7 @@ def _model_line(ev: RunEvidence) -> str:
     return ", ".join(bits)
 
 
-def _hw_line(ev: RunEvidence) -> str:
+def hw_line(ev: RunEvidence) -> str:
     hw = ev.hardware
     if not hw:
         return "hardware unknown"
@@ -101,13 +105,14 @@ def _hw_line(ev: RunEvidence) -> str:
 def report(d: Diagnosis) -> str:
     ev = d.ev
     out = [f"kb diagnose — {d.engine or 'engine?'} {ev.engine_version or ''}".rstrip()
-           + f" · {_model_line(ev)} · {_hw_line(ev)}", ""]
+           + f" · {model_line(ev)} · {hw_line(ev)}", ""]
     out.append("Files")
     for f in ev.files:
         out.append("  " + file_line(f))
     pts = ev.curve()
     if pts:
-        out += ["", "Throughput curve", f"  {'load':>8}  {'total tok/s':>12}  {'output tok/s':>12}  {'TTFT p50 ms':>11}  runs"]
+        out += ["", "Throughput curve",
+                f"  {'load':>8}  {'total tok/s':>12}  {'output tok/s':>12}  {'TTFT p50 ms':>11}  runs"]
         for p in pts:
             out.append(f"  {p.level:>8g}  {p.throughput:>12,.1f}  {_opt(p.output_throughput, '12,.1f')}  "
                        f"{_opt(p.ttft_median_ms, '11,.0f')}  {p.runs}")
@@ -132,7 +137,8 @@ def report(d: Diagnosis) -> str:
             out.append(f"     $ {c}")
         out.append(f"     expected gain: {r.expected_gain or 'unmeasured for this context'}")
         for c in r.findings:
-            out.append(f"     finding: {c.id} (similarity {c.similarity:.2f}): {c.gain or 'no measured gain'} — {c.source}")
+            out.append(f"     finding: {c.id} (similarity {c.similarity:.2f}): {c.gain or 'no measured gain'} — "
+                       f"{c.source}")
         for n in r.notes:
             out.append(f"     note: {n}")
     if d.combined:
@@ -148,19 +154,15 @@ def report(d: Diagnosis) -> str:
 def why(d: Diagnosis, ident: str) -> dict:
     """Why a rule (id or name) or a finding (id) was or was not recommended for this run:
     each condition held / unknown / failed with what the run showed."""
-    from kb.errors import NotFoundError
-    from kb.rules import registry
-
     rec = next((r for r in d.recommendations if r.rule.split()[0] == ident or r.rule.endswith(f" {ident}")
-                or any(c.id == ident for c in r.findings[:1]) or any(m.startswith(f"{ident}:") for m in r.matched)), None)
+                or any(c.id == ident for c in r.findings[:1]) or any(m.startswith(f"{ident}:") for m in r.matched)),
+                None)
     rule = registry.get(ident)
     if rule:
         return _why_rule(d, rule, rec)
     m = next((x for x in d.matches if x.finding.id == ident), None)
     if m is None:
         raise NotFoundError(f"no rule or finding with id {ident!r} (rules: `kb rules`; findings: `kb ask`)")
-    from kb.recommend import TEXT_MIN
-
     if rec:
         verdict = f"recommended at rank {rec.rank} ({rec.rule}, {rec.basis})"
     elif m.excluded:
@@ -171,9 +173,11 @@ def why(d: Diagnosis, ident: str) -> dict:
         held = "only a signal held, with context conditions unknown" if m.hits else "no evidence condition held"
         verdict = (f"not recommended: {held}, text similarity {m.text:.2f} (needs {TEXT_MIN}), "
                    f"and not every written context condition held")
-    return {"id": m.finding.id, "kind": "finding", "title": m.finding.title, "fix_class": ", ".join(m.finding.fix_classes),
+    return {"id": m.finding.id, "kind": "finding", "title": m.finding.title,
+            "fix_class": ", ".join(m.finding.fix_classes),
             "recommended": rec.rank if rec else None,
-            "score": {"total": m.score, "evidence": [str(c.condition) for c in m.hits], "closeness": round(m.closeness, 3),
+            "score": {"total": m.score, "evidence": [str(c.condition) for c in m.hits],
+                      "closeness": round(m.closeness, 3),
                       "text_similarity": m.text},
             "checks": [{"condition": str(c.condition) + (" (inferred)" if c.condition.inferred else ""),
                         "state": c.state, "detail": c.detail} for c in m.checks],
@@ -182,9 +186,6 @@ def why(d: Diagnosis, ident: str) -> dict:
 
 def _why_rule(d: Diagnosis, rule, rec: Recommendation | None) -> dict:
     """A rule's checks: the evidence it needs (held or absent), the signals it reads, its engine, its own check."""
-    from kb.rules import registry
-    from kb.rules.base import RuleContext
-
     checks = []
     ctx = RuleContext(ev=d.ev, signals={s.id: s for s in d.signals}, engine=d.engine or "", catalog=d.catalog)
     lacking = registry.missing(rule, ctx)
@@ -197,7 +198,8 @@ def _why_rule(d: Diagnosis, rule, rec: Recommendation | None) -> dict:
                 "detail": "detected" if s in detected else "not detected"} for s in rule.signals]
     other_engine = not d.engine or d.engine not in rule.engines
     if other_engine:
-        checks.append({"condition": f"engine: {', '.join(rule.engines)}", "state": "unknown" if not d.engine else "failed",
+        checks.append({"condition": f"engine: {', '.join(rule.engines)}",
+                       "state": "unknown" if not d.engine else "failed",
                        "detail": f"engine {d.engine or 'unknown: rules need it'}"})
     not_run = ("needed evidence absent" if lacking else "engine unknown or not the rule's" if other_engine else "")
     checks.append({"condition": f"check: {rule.reads}", "state": "held" if rec else "unknown" if not_run else "failed",

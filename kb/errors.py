@@ -39,3 +39,8 @@ class ServerError(KbError):
 
 class UsageError(KbError):
     """A usage mistake the option parser could not catch (exit 2, like typer's own)."""
+
+
+# What a rule or signal may raise on a server argument of an unexpected shape (a list where
+# one number was meant, text where a number was): that check is skipped with a warning.
+ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, OverflowError, AttributeError)

@@ -73,7 +73,8 @@ class RunEvidence(BaseModel):
             ttfts = [r.ttft_ms.get("median", r.ttft_ms.get("mean")) for r in runs if r.ttft_ms]
             points.append(CurvePoint(
                 level=level, throughput=mid, output_throughput=median(outs) if outs else None,
-                ttft_median_ms=median([t for t in ttfts if t is not None]) if any(t is not None for t in ttfts) else None,
+                ttft_median_ms=median([t for t in ttfts if t is not None]) if any(t is not None for t in ttfts)
+                else None,
                 runs=len(runs), spread=spread(tps) or 0.0,
                 sources=[r.source for r in runs if r.source]))
         return points

@@ -24,14 +24,16 @@ from pathlib import Path
 from typing import Callable
 
 from kb import vocab
-from kb.flags import Catalog
+from kb.flags import SETTINGS, Catalog
+from kb.match import resolve_flag
 from kb.records import Finding
 from kb.redact import is_secret_key
 
 INLINE = re.compile(r"`([^`]+)`")
 FLAG = re.compile(r"^--[a-z][a-z0-9-]*$")
 LAUNCH = re.compile(r"sglang\.launch_server|sglang serve|vllm serve|vllm\.entrypoints|vllm/vllm-openai")
-REMOVE_BEFORE = re.compile(r"(?:remove|drop|without|unset|delete|stop (?:using|passing)|no longer pass)\W*(?:the\s+)?(?:flag\s+)?$", re.I)
+REMOVE_BEFORE = re.compile(r"(?:remove|drop|without|unset|delete|stop (?:using|passing)|no longer "
+                           r"pass)\W*(?:the\s+)?(?:flag\s+)?$", re.I)
 # a deployment's own identity, not a tuning: never proposed from a finding's command
 IDENTITY = {"--model", "--model-path", "--served-model-name", "--host", "--port", "--trust-remote-code",
             "--tokenizer", "--api-key", "--download-dir", "--revision", "--dist-init-addr", "--nnodes",
@@ -113,8 +115,6 @@ def extra_commands(f: Finding) -> list[str]:
 
 def _graph_above_cap(flag: str, value, engine: str, catalog: Catalog, current) -> bool:
     """A CUDA-graph ceiling above the running cap the user set: batches never get that big."""
-    from kb.flags import SETTINGS
-
     if flag not in SETTINGS.get(engine, {}).get("cuda_graph_max_bs", []) or current is None:
         return False
     cap_flag = catalog.flag_for("max_running_requests")
@@ -153,8 +153,6 @@ def for_version(f: Finding, engine: str, catalog: Catalog,
     resolved through the catalog; what cannot be applied is left out and said. A value
     that only the finding's own launch command gives (sized for its deployment) never
     replaces one the user set (`current(flag)`): the note says what the finding used."""
-    from kb.match import resolve_flag
-
     changes, notes = [], []
     for ff in _without_contradictions(flags_of(f), catalog, notes):
         flag, why = resolve_flag(ff.flag, engine, catalog)

@@ -10,13 +10,9 @@ take `--cuda-graph-sizes N` (one value = the largest size), 0.32 `--max-cudagrap
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data" / "flags"
+from kb.flagdata import load, version_key, versions
 
 # setting → flag spellings, preferred first; the first one the catalog has wins
 SETTINGS: dict[str, dict[str, list[str]]] = {
@@ -130,22 +126,6 @@ class Catalog:
         return out
 
 
-def _vkey(v: str) -> tuple:
-    parts = re.findall(r"\d+", v)
-    return tuple(int(p) for p in parts[:4]) + (0,) * (4 - min(4, len(parts)))
-
-
-@lru_cache(maxsize=None)
-def versions(engine: str) -> list[str]:
-    names = [p.stem.split("-", 1)[1] for p in DATA.glob(f"{engine}-*.json")]
-    return sorted(names, key=_vkey)
-
-
-@lru_cache(maxsize=None)
-def _load(engine: str, version: str) -> dict:
-    return json.loads((DATA / f"{engine}-{version}.json").read_text())["flags"]
-
-
 def infer_version(engine: str, flags: list[str]) -> tuple[str, str] | None:
     """(version, why) when the user's own flags pin the version: the newest catalogued
     version that has every one of them, if that is not the newest overall (a flag that
@@ -155,11 +135,11 @@ def infer_version(engine: str, flags: list[str]) -> tuple[str, str] | None:
     wanted = [f for f in dict.fromkeys(flags) if f.startswith("--")]
     if not known or not wanted:
         return None
-    fits = [v for v in known if all(f in _load(engine, v) for f in wanted)]
+    fits = [v for v in known if all(f in load(engine, v) for f in wanted)]
     if not fits or fits[-1] == known[-1]:
         return None
     newer = known[known.index(fits[-1]) + 1]
-    missing = [f for f in wanted if f not in _load(engine, newer)]
+    missing = [f for f in wanted if f not in load(engine, newer)]
     return fits[-1], f"the newest that accepts {', '.join(missing[:3])} (gone in {newer})"
 
 
@@ -169,17 +149,16 @@ def catalog(engine: str, version: str | None = None, flags: list[str] | None = N
     if not version and flags:
         hit = infer_version(engine, flags)
         if hit:
-            return Catalog(engine, hit[0], None, _load(engine, hit[0]), inferred=hit[1])
-    """The catalog for this engine version, or the nearest known one (newest when unknown)."""
+            return Catalog(engine, hit[0], None, load(engine, hit[0]), inferred=hit[1])
     known = versions(engine)
     if not known:
         raise ValueError(f"no flag catalogs for {engine}")
     if version and version in known:
         chosen = version
     elif version:
-        want = _vkey(version)
-        older = [v for v in known if _vkey(v) <= want]
+        want = version_key(version)
+        older = [v for v in known if version_key(v) <= want]
         chosen = older[-1] if older else known[0]
     else:
         chosen = known[-1]
-    return Catalog(engine, chosen, version, _load(engine, chosen))
+    return Catalog(engine, chosen, version, load(engine, chosen))

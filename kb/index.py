@@ -236,7 +236,8 @@ def search_terms(index_dir: Path, text: str, limit: int = 50) -> list[tuple[Find
             words.append(tok.text)
     if not words:
         return []
-    return _searching(index_dir, lambda s: [(record(s.stored_fields(d)), score) for d, score in _bm25f(s, words, limit)])
+    return _searching(index_dir,
+                      lambda s: [(record(s.stored_fields(d)), score) for d, score in _bm25f(s, words, limit)])
 
 
 _SEARCHERS: dict[str, tuple] = {}  # index dir → (signature, searcher), the last two used
@@ -321,7 +322,7 @@ def _bm25f(s, words: list[str], limit: int) -> list[tuple[int, float]]:
                     continue
                 norms = _norms(r, field, b, k1, avgfl)  # k1 * ((1 - b) + b * fl / avgfl) per document
                 for ids, weights in _blocks(r.postings(field, word)):
-                    for d, w in zip(ids, weights):
+                    for d, w in zip(ids, weights, strict=True):
                         key = d + offset
                         tf[key] = tf.get(key, 0.0) + w * k1 / norms[d]
         if not tf:
@@ -333,7 +334,7 @@ def _bm25f(s, words: list[str], limit: int) -> list[tuple[int, float]]:
             acc[d] += idf * (t * k1p) / (t + k1)
             have[d] += idf
     if total > 0:
-        acc = [a * (h / total) ** COVERAGE for a, h in zip(acc, have)]
+        acc = [a * (h / total) ** COVERAGE for a, h in zip(acc, have, strict=True)]
     top = heapq.nlargest(limit, acc)  # plain floats: compared in C
     if not top or top[0] <= 0.0:
         return []

@@ -18,10 +18,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kb import conditions as cond
-from kb.evidence import RunEvidence
-from kb.flags import SETTINGS, Catalog, _vkey
-from kb.hardware import lookup_gpu
+from kb.evidence import RunEvidence, TextLine
+from kb.flagdata import load, version_key, versions
+from kb.flags import SETTINGS, Catalog
+from kb.hardware import gpu_arch, lookup_gpu
 from kb.records import SEVERITY_ORDER, Condition, Finding, Signal
+from kb.vocab import model_in
 
 HELD, UNKNOWN, FAILED = "held", "unknown", "failed"
 
@@ -105,8 +107,6 @@ class Facts:
 
     @classmethod
     def of(cls, ev: RunEvidence, engine: str | None, catalog: Catalog | None, signals: list[Signal]) -> "Facts":
-        from kb.evidence import TextLine
-
         lines = list(ev.text)
         for t in ev.traces:  # one-off events the log parsers kept (a long log's text keeps only notable lines)
             lines += [TextLine(text=e.text, where=e.where, kind="log") for e in t.events]
@@ -130,8 +130,6 @@ class Facts:
 
     def family(self) -> str | None:
         """The model family from config.json, else as the served path or the prose names it."""
-        from kb.vocab import model_in
-
         m = self.ev.model
         path = self.ev.model_path
         named = model_in(path) if isinstance(path, str) else None
@@ -307,7 +305,7 @@ def check(c: Condition, f: Facts) -> Check:
             return Check(c, HELD, f"engine {f.engine}")
         if not ev.engine_version:
             return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
-        ok = all(_cmp(_vkey(ev.engine_version), op, _vkey(v)) for op, v in ranges)
+        ok = all(_cmp(version_key(ev.engine_version), op, version_key(v)) for op, v in ranges)
         return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")
     named = ev.text_context.get("gpu")  # a GPU the text names, its count unsaid
     if k == "gpu":
@@ -317,8 +315,6 @@ def check(c: Condition, f: Facts) -> Check:
         want = {(lookup_gpu(n).name if lookup_gpu(n) else n).lower() for n in p.names}
         return Check(c, HELD if gpu.lower() in want else FAILED, f"GPU {gpu}")
     if k == "gpu arch":
-        from kb.hardware import gpu_arch
-
         return Check(c, *_names_check(p.names, hw.arch if hw else gpu_arch(named), "architecture"))
     if k == "gpu count":
         return Check(c, *_num_check(p, hw.count if hw else None, "GPU count"))
@@ -433,16 +429,14 @@ def resolve_flag(flag: str, engine: str, catalog: Catalog | None) -> tuple[str |
         return None, "no flag catalog"
     if catalog.has(flag):
         return flag, None
-    for eng, table in SETTINGS.items():  # a renamed setting, or the other engine's spelling
+    for _eng, table in SETTINGS.items():  # a renamed setting, or the other engine's spelling
         for setting, spellings in table.items():
             if flag in spellings:
                 new = catalog.flag_for(setting)
                 if new:
                     return new, f"{flag} is spelled {new} in {engine} {catalog.version}"
-    from kb.flags import _load, versions
-
     for v in reversed(versions(engine)):  # the flag's destination in another version of this engine
-        info = _load(engine, v).get(flag)
+        info = load(engine, v).get(flag)
         if info and info.get("dest"):
             same = [f for f, i in catalog.flags.items() if i.get("dest") == info["dest"]]
             if same:
@@ -496,7 +490,8 @@ def evidence_query(f: Facts) -> str:
     return "\n".join(parts)[:6000]
 
 
-_TABLE_ROW = re.compile(r"^[\w ()/%.,#-]{1,60}:(?:\s+[-+\d.,]+\s*[\w/%]*|\s{2,}\S.*)\s*$|^[\s=|+*#-]*$|^\s*[=#*-]{3,}.*[=#*-]{3,}\s*$")
+_TABLE_ROW = re.compile(r"^[\w ()/%.,#-]{1,60}:(?:\s+[-+\d.,]+\s*[\w/%]*|\s{2,}\S.*)\s*$"
+                        r"|^[\s=|+*#-]*$|^\s*[=#*-]{3,}.*[=#*-]{3,}\s*$")
 MIN_QUERY_WORDS = 4  # fewer distinct words than this is not a description of anything
 _THREE_WORDS = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
 

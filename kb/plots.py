@@ -117,7 +117,7 @@ def latency(series, load_label: str) -> str:
     the values span more than 20x (TTFT under queueing does)."""
     fig = require()(figsize=(10.5, 3.3))
     axes = fig.subplots(1, 3)
-    for ax, (title, key) in zip(axes, LATENCIES):
+    for ax, (title, key) in zip(axes, LATENCIES, strict=True):
         ys = []
         for i, s in enumerate(series):
             c = COLORS[i % len(COLORS)]
@@ -211,7 +211,7 @@ def server_state(panels: list[dict]) -> str:
         ax.set_ylabel("preemptions")
     for ax in axes:
         ax.grid(True, linestyle=":", linewidth=0.6, alpha=0.7)
-        for x0, label in p.get("marks", []):
+        for x0, _label in p.get("marks", []):
             ax.axvline(x0, color="#bbb", linewidth=0.6)
     for x0, label in p.get("marks", []):
         axes[0].annotate(label, (x0, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),

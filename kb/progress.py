@@ -36,8 +36,7 @@ def file_progress(path: Path) -> Iterator[Callable[[int], None] | None]:
     if size < BAR_BYTES or not enabled():
         yield None
         return
-    from rich.progress import (BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn,
-                               TransferSpeedColumn)
+    from rich.progress import BarColumn, DownloadColumn, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
     with _progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                    TimeRemainingColumn()) as bar:

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import math
 
-from kb import launchcmd
+from kb import fixflags, launchcmd
+from kb.errors import ODD_VALUE
 from kb.evidence import RunEvidence
 from kb.flags import Catalog
+from kb.match import COVERS, Match, signal_severity, similarity
 from kb.records import SEVERITY_ORDER, CitedFinding, Evidence, Finding, FlagDiff, Recommendation, Signal
-from kb.render import context_line
 from kb.rules import registry
 from kb.rules.base import Proposal, Rule, RuleContext
-from kb import fixflags
-from kb.match import COVERS, Match, signal_severity, similarity
+
 
 def cite(ev: RunEvidence, fix_class: str, findings: list[Finding], engine: str) -> list[CitedFinding]:
     rows = []
@@ -28,8 +28,9 @@ def cite(ev: RunEvidence, fix_class: str, findings: list[Finding], engine: str) 
             continue
         g = f.best_gain()
         rows.append(CitedFinding(id=f.id, title=f.title, similarity=round(similarity(ev, f, engine), 3),
-                                 gain=g.describe() if g else None, ratio=round(g.ratio(), 3) if g and g.ratio() else None,
-                                 context=context_line(f), source=str(f.sources[0]) if f.sources else ""))
+                                 gain=g.describe() if g else None,
+                                 ratio=round(g.ratio(), 3) if g and g.ratio() else None,
+                                 context=f.context.line(), source=str(f.sources[0]) if f.sources else ""))
     # close context first; among equals, findings that measured something
     rows.sort(key=lambda r: (-r.similarity, r.ratio is None, -(r.ratio or 0)))
     return rows[:3]
@@ -50,7 +51,8 @@ def _score(severity: str, confidence: float, ratio: float | None) -> float:
     return round(SEVERITY_ORDER[severity] * confidence * gain, 3)
 
 
-def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], base: launchcmd.Current) -> Recommendation:
+def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding],
+          base: launchcmd.Current) -> Recommendation:
     cited = cite(ctx.ev, rule.fix_class, findings, ctx.engine)
     covering = next((c for c in cited if c.similarity >= COVERS and c.ratio), None)
     if covering:
@@ -65,7 +67,7 @@ def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], ba
     flags = [FlagDiff(flag=c.flag, current=c.current, new=c.new, why=c.why) for c in p.changes]
     commands = list(p.commands)
     if p.changes:
-        changes = [(c.flag, c.new, _aliases(ctx.catalog, c.flag)) for c in p.changes]
+        changes = [(c.flag, c.new, ctx.catalog.spellings(c.flag)) for c in p.changes]
         commands.insert(0, base.command(launchcmd.apply(base.argv, changes), {**ctx.ev.launch_env, **p.env}))
     conf = _confidence(p, ctx.signals, bool(covering))
     ratio = covering.ratio if covering else None
@@ -73,16 +75,6 @@ def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding], ba
                           confidence=conf, score=_score(p.severity, conf, ratio), expected_gain=expected,
                           expected_ratio=ratio, commands=commands, flags=flags, env=p.env, rationale=p.rationale,
                           evidence=p.evidence, findings=cited, notes=p.notes)
-
-
-def _aliases(catalog: Catalog, flag: str) -> list[str]:
-    """Other spellings of the same setting, in this version and others (catalog.spellings)."""
-    return catalog.spellings(flag)
-
-
-# What a rule may raise on a server argument of an unexpected shape (a list where one
-# number was meant, text where a number was): that rule is skipped with a warning.
-ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, OverflowError, AttributeError)
 
 
 def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalog: Catalog | None,
@@ -103,7 +95,8 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
             warnings.extend(base.notes)
         if base.missing and warnings is not None:
             warnings.append("no launch command known (give --launch \"CMD\"): the commands below show kb's changes"
-                            + (f" on {launchcmd.MODEL}, a placeholder for your model," if launchcmd.MODEL in base.missing
+                            + (f" on {launchcmd.MODEL}, a placeholder for your model,"
+                               if launchcmd.MODEL in base.missing
                                else "") + " and the rest of your launch command goes with them")
         for rule in registry.RULES:
             try:
@@ -183,8 +176,8 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
         env, env_notes = fixflags.env_for_version(f, engine, catalog.version)
         notes += env_notes
         if (changes or env) and base:
-            commands.append(base.command(launchcmd.apply(base.argv, [(fl, v, _aliases(catalog, fl))
-                                                                     for fl, v, _ in changes]), {**ev.launch_env, **env}))
+            argv = launchcmd.apply(base.argv, [(fl, v, catalog.spellings(fl)) for fl, v, _ in changes])
+            commands.append(base.command(argv, {**ev.launch_env, **env}))
     elif fixflags.flags_of(f) or fixflags.env_of(f)[0]:
         notes.append("engine unknown: the finding's flags and environment are not checked against a version")
     commands += fixflags.extra_commands(f)
@@ -206,7 +199,7 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
     conf = round(min(conf, 0.95), 2)
     g = f.best_gain()
     ratio = round(g.ratio(), 3) if g and g.ratio() and close else None
-    expected = f"{g.describe()} in {f.id} (context {context_line(f) or 'unstated'})" if ratio else None
+    expected = f"{g.describe()} in {f.id} (context {f.context.line() or 'unstated'})" if ratio else None
     if g and g.ratio() and not close:
         notes.append(f"{f.id} measured {g.describe()} in another context (similarity {m.closeness:.2f}): "
                      "the gain here is unmeasured")
@@ -219,7 +212,7 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
     if basis == "text":
         why = f"this run's words resemble finding {f.id} (text similarity {m.text:.2f}): " + why
     cited = CitedFinding(id=f.id, title=f.title, similarity=round(m.closeness, 3), gain=g.describe() if g else None,
-                         ratio=round(g.ratio(), 3) if g and g.ratio() else None, context=context_line(f),
+                         ratio=round(g.ratio(), 3) if g and g.ratio() else None, context=f.context.line(),
                          source=str(f.sources[0]) if f.sources else "")
     return Recommendation(rule=f"finding {f.id}", fix_class=f.fix_classes[0], title=_short(f.fix or f.title, 120),
                           severity=severity, confidence=conf, score=_score(severity, conf, ratio),
@@ -257,7 +250,8 @@ def _merge_into(recs: list[Recommendation], fr: Recommendation, m: Match) -> boo
     cited = fr.findings[0]
     target.findings = ([cited] + [c for c in target.findings if c.id != cited.id])[:MAX_CITED]
     target.evidence += fr.evidence
-    target.matched += fr.matched or [f"{cited.id}: {fr.basis} ({'text similarity' if fr.basis == 'text' else 'context'})"]
+    target.matched += fr.matched or [f"{cited.id}: {fr.basis} "
+                                     f"({'text similarity' if fr.basis == 'text' else 'context'})"]
     have = {x.flag for x in target.flags}
     for x in fr.flags:
         if x.flag not in have:
@@ -303,7 +297,7 @@ def combined_command(ev: RunEvidence, engine: str | None, catalog: Catalog | Non
     """Every flag change together, as one launch command."""
     if not engine or not catalog:
         return None
-    changes = [(f.flag, f.new, _aliases(catalog, f.flag)) for r in recs if r.severity != "low" for f in r.flags]
+    changes = [(f.flag, f.new, catalog.spellings(f.flag)) for r in recs if r.severity != "low" for f in r.flags]
     env = {k: v for r in recs if r.severity != "low" for k, v in r.env.items()}
     if not changes and not env:
         return None

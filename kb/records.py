@@ -45,6 +45,17 @@ class Context(BaseModel):
     def is_empty(self) -> bool:
         return not any(v is not None for v in self.model_dump().values())
 
+    def line(self) -> str:
+        """One line: engine and version · GPUs (arch) · interconnect · model and format."""
+        engine = " ".join(x for x in (self.engine, self.engine_version) if x)
+        gpu = ""
+        if self.gpu:
+            arch = self.arch()
+            gpu = f"{self.gpu_count}x {self.gpu}" if self.gpu_count else self.gpu
+            gpu += f" ({arch})" if arch else ""
+        model = " ".join(x for x in (self.model, self.quantization) if x)
+        return " · ".join(x for x in (engine, gpu, self.interconnect or "", model) if x)
+
 
 class Gain(BaseModel):
     metric: str

@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import textwrap
 
+from ingest.markdown import render
 from kb.records import Finding
+from kb.store import shipped_source_file
 
 WIDTH = 100
-
-
-def context_line(f: Finding) -> str:
-    c = f.context
-    engine = " ".join(x for x in (c.engine, c.engine_version) if x)
-    gpu = ""
-    if c.gpu:
-        arch = c.arch()
-        gpu = f"{c.gpu_count}x {c.gpu}" if c.gpu_count else c.gpu
-        gpu += f" ({arch})" if arch else ""
-    model = " ".join(x for x in (c.model, c.quantization) if x)
-    return " · ".join(x for x in (engine, gpu, c.interconnect or "", model) if x)
 
 
 def _field(label: str, text: str, indent: int = 4) -> list[str]:
@@ -32,7 +22,7 @@ def _field(label: str, text: str, indent: int = 4) -> list[str]:
 def finding_summary(f: Finding, rank: int | None = None, max_commands: int = 2) -> str:
     head = f"{rank}. " if rank is not None else ""
     lines = [f"{head}{f.title}  [{f.id} · {f.kind} · confidence {f.confidence}]"]
-    ctx = context_line(f)
+    ctx = f.context.line()
     if ctx:
         lines += _field("context", ctx)
     if f.symptoms:
@@ -60,8 +50,6 @@ def finding_summary(f: Finding, rank: int | None = None, max_commands: int = 2) 
 
 
 def finding_full(f: Finding) -> str:
-    from ingest.markdown import render
-
     return render(f)
 
 
@@ -69,7 +57,7 @@ def finding_json(f: Finding) -> dict:
     d = f.model_dump(mode="json")
     d["context"]["gpu_arch"] = f.context.arch()
     d["sources"] = [str(s) for s in f.sources]
-    for g, model in zip(d["gains"], f.gains):
+    for g, model in zip(d["gains"], f.gains, strict=True):
         g["ratio"] = round(model.ratio(), 3) if model.ratio() else None
     return d
 
@@ -96,8 +84,6 @@ def signal_lines(s, indent: str = "", evidence: int = 4) -> list[str]:
 def source_files(f: Finding) -> list[str]:
     """Where a source that is a shipped document lies on this machine, so a cited
     `findings/stories/...:12-20` can be opened from any install."""
-    from kb.store import shipped_source_file
-
     out = []
     for s in f.sources:
         local = shipped_source_file(s.path) if s.path else None

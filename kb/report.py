@@ -13,13 +13,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
 
-from kb.compare import METRICS, Comparison, levels
+from ingest.kb_sweep import read as read_sweep_line
+from ingest.run import read_run
+from kb import launchcmd, report_html
+from kb.attach import changed_args
+from kb.compare import METRICS, Comparison, compare_sides, levels, read_side
+from kb.diagnose import diagnose, hw_line, model_line
 from kb.errors import InputError
 from kb.evidence import RunEvidence
-from kb.records import BenchRun, Recommendation, Signal
-
-LOAD_LABELS = {"concurrency": "concurrency (requests in flight)", "rate": "request rate (req/s)",
-               "all": "requests sent at once"}
+from kb.records import BenchRun, Hardware, ModelProfile, Recommendation, Signal
+from kb.redact import redact
+from kb.signals import THRESHOLDS, throughput_plateau
+from kb.store import atomic_write
 
 
 @dataclass
@@ -80,8 +85,6 @@ def gpu_count(ev: RunEvidence) -> tuple[float, str]:
 
 def series(name: str, ev: RunEvidence, thresholds: dict | None = None) -> list[Series]:
     """One series per workload (load kind and input/output lengths) in this run."""
-    from kb.signals import THRESHOLDS, throughput_plateau
-
     th = (thresholds or THRESHOLDS)["throughput-plateau"]
     gpus, note = gpu_count(ev)
     groups: dict[tuple, list] = {}
@@ -113,11 +116,6 @@ def _workload(kind: str, inp, outp) -> str:
     return lens if kind == "concurrency" else f"{lens}, {kind}"
 
 
-def load_label(ss: list[Series]) -> str:
-    kinds = {s.kind for s in ss}
-    return LOAD_LABELS[kinds.pop()] if len(kinds) == 1 else "load (concurrency or req/s)"
-
-
 # ------------------------------------------------------------------ server state
 
 
@@ -147,7 +145,7 @@ def _live_panel(ev: RunEvidence, traces) -> dict:
         level = tr.stats.get("level")
         marks.append((offset, f"c={level}"))
         ts = [_t(s.time) or 0.0 for s in tr.samples]
-        for t, s in zip(ts, tr.samples):
+        for t, s in zip(ts, tr.samples, strict=True):
             x.append(offset + t)
             running.append(s.running or 0)
             waiting.append(s.queued)
@@ -180,22 +178,16 @@ def _log_panel(tr) -> dict:
 
 
 def facts(ev: RunEvidence) -> list[tuple[str, str]]:
-    from kb.diagnose import _hw_line, _model_line
-
     out = [("engine", " ".join(x for x in (ev.engine or "unknown", ev.engine_version or "") if x)),
-           ("model", _model_line(ev) + (f" ({ev.model_path})" if ev.model_path and ev.model and
+           ("model", model_line(ev) + (f" ({ev.model_path})" if ev.model_path and ev.model and
                                         ev.model_path != ev.model.name else "")),
-           ("hardware", _hw_line(ev))]
+           ("hardware", hw_line(ev))]
     if ev.model and ev.model.params_b:
         out.append(("parameters", f"{ev.model.params_b:,.1f} B total"
                     + (f", {ev.model.active_params_b:,.1f} B active" if ev.model.active_params_b else "")))
     if ev.launch_argv:
-        from kb.launchcmd import render
-
-        out.append(("launch command", render(ev.launch_argv, ev.launch_env)))
+        out.append(("launch command", launchcmd.render(ev.launch_argv, ev.launch_env)))
     if ev.server_args:
-        from kb.redact import redact
-
         shown = {k: redact(k, v) for k, v in sorted(ev.server_args.items()) if v not in (None, "", [], {})}
         out.append(("server arguments", ", ".join(f"{k}={_short(v)}" for k, v in shown.items())
                     + (f"  (from {ev.server_args_source})" if ev.server_args_source else "")))
@@ -216,9 +208,7 @@ def _short(v) -> str:
 def from_diagnosis(d, thresholds: dict | None = None, name: str = "this run") -> Report:
     """A report of one run from its diagnosis (kb report, kb doctor --report)."""
     ev = d.ev
-    from kb.diagnose import _hw_line, _model_line
-
-    title = f"{d.engine or 'engine?'} {ev.engine_version or ''}".strip() + f" · {_model_line(ev)} · {_hw_line(ev)}"
+    title = f"{d.engine or 'engine?'} {ev.engine_version or ''}".strip() + f" · {model_line(ev)} · {hw_line(ev)}"
     return Report(title=title, facts=facts(ev), series=series(_bench_name(ev) or name, ev, thresholds),
                   state=server_state(ev),
                   signals=d.signals, recommendations=d.recommendations, combined=d.combined, files=ev.files,
@@ -227,16 +217,15 @@ def from_diagnosis(d, thresholds: dict | None = None, name: str = "this run") ->
 
 def from_comparison(c: Comparison, thresholds: dict | None = None) -> Report:
     """Every run's curves overlaid, with the comparison table (kb compare --report)."""
-    from kb.attach import changed_args
-
     ss, fs = [], []
-    for s, label in zip(c.sides, short_names([s.name for s in c.sides])):
+    for s, label in zip(c.sides, short_names([s.name for s in c.sides]), strict=True):
         ss += series(label, s.ev, thresholds)
         fs += s.ev.files
     base = c.baseline.ev
     names = short_names([s.name for s in c.sides])
     rep = Report(title=f"kb compare · baseline {c.baseline.name} · " + " · ".join(s.name for s in c.others),
-                 facts=[(n, " · ".join(v for _, v in facts(s.ev)[:3])) for n, s in zip(names, c.sides)], series=ss,
+                 facts=[(n, " · ".join(v for _, v in facts(s.ev)[:3])) for n, s in zip(names, c.sides, strict=True)],
+                 series=ss,
                  files=fs, warnings=c.warnings, comparison=c)
     rep.changes = {s.name: [x.strip("`") for x in changed_args(base, s.ev)] for s in c.others}
     return rep
@@ -245,14 +234,9 @@ def from_comparison(c: Comparison, thresholds: dict | None = None) -> Report:
 def from_attach(before: list[Path], after: list[Path], config: str | None = None, gpu: str | None = None,
                 engine: str | None = None) -> Report:
     """kb attach --report: before and after overlaid, or the after run alone (an observation)."""
-    from kb.compare import compare_sides, read_side
-
     if before:
         return from_comparison(compare_sides([read_side(before, "before: " + ", ".join(map(str, before))),
                                               read_side(after, "after: " + ", ".join(map(str, after)))]))
-    from ingest.run import read_run
-    from kb.diagnose import diagnose
-
     return from_diagnosis(diagnose(read_run(after, config=config, gpu=gpu, engine=engine), []),
                           name=", ".join(p.name for p in after))
 
@@ -261,7 +245,7 @@ def short_names(names: list[str]) -> list[str]:
     """File names without their directories when that still tells the runs apart."""
     base = [Path(n.split(": ", 1)[-1].split(", ")[0]).name or n for n in names]
     prefix = [n.split(": ", 1)[0] + ": " if ": " in n else "" for n in names]
-    short = [p + b for p, b in zip(prefix, base)]
+    short = [p + b for p, b in zip(prefix, base, strict=True)]
     return short if len(set(short)) == len(short) else names
 
 
@@ -297,9 +281,6 @@ def load_saved(path: Path) -> tuple[str, dict] | None:
 def from_saved(path: Path, kind: str, doc: dict, thresholds: dict | None = None) -> Report:
     """A report from a saved diagnosis: its signals and recommendations as they were,
     its curve (a doctor file's sweep levels carry every percentile)."""
-    from ingest.kb_sweep import read as read_sweep_line
-    from kb.records import Hardware, ModelProfile
-
     diag = doc["diagnosis"] if kind == "doctor" else doc
     try:
         ev = RunEvidence(engine=diag.get("engine"), engine_version=diag.get("engine_version"),
@@ -315,9 +296,7 @@ def from_saved(path: Path, kind: str, doc: dict, thresholds: dict | None = None)
         recs = [Recommendation.model_validate(r) for r in diag.get("recommendations") or []]
     except (ValueError, TypeError, KeyError, AttributeError) as e:
         raise InputError(path, f"a saved kb {kind} --json whose fields do not read back ({str(e)[:160]})") from None
-    from kb.diagnose import _hw_line, _model_line
-
-    title = f"{ev.engine or 'engine?'} {ev.engine_version or ''}".strip() + f" · {_model_line(ev)} · {_hw_line(ev)}"
+    title = f"{ev.engine or 'engine?'} {ev.engine_version or ''}".strip() + f" · {model_line(ev)} · {hw_line(ev)}"
     return Report(title=title, facts=facts(ev) + [("saved diagnosis", f"{path} (kb {kind} --json)")],
                   series=series(path.name, ev, thresholds), signals=signals, recommendations=recs,
                   combined=diag.get("combined_command"), files=ev.files, warnings=list(diag.get("warnings") or []))
@@ -334,10 +313,7 @@ def _curve_run(p: dict, path: str) -> BenchRun:
 
 def write(rep: Report, out: Path) -> int:
     """Render and write the HTML (atomically); returns its size in bytes."""
-    from kb.report_html import render
-    from kb.store import atomic_write
-
-    html = render(rep)
+    html = report_html.render(rep)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(out, html)

@@ -7,23 +7,32 @@ from __future__ import annotations
 import html
 import time
 
-from kb import __version__ as KB_VERSION
 from kb import plots
+from kb.compare import summary
+from kb.version import __version__ as KB_VERSION
+
+LOAD_LABELS = {"concurrency": "concurrency (requests in flight)", "rate": "request rate (req/s)",
+               "all": "requests sent at once"}
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2125;background:#f6f7f9}
 main{max-width:1120px;margin:0 auto;padding:18px 24px 48px}
-h1{font-size:20px;margin:6px 0 2px}h2{font-size:16px;margin:26px 0 8px;border-bottom:1px solid #dde1e6;padding-bottom:4px}
+h1{font-size:20px;margin:6px 0 2px}
+h2{font-size:16px;margin:26px 0 8px;border-bottom:1px solid #dde1e6;padding-bottom:4px}
 .sub{color:#5c6670;font-size:12px}
 section.card{background:#fff;border:1px solid #e1e4e8;border-radius:6px;padding:10px 14px;margin:10px 0}
-table{border-collapse:collapse;font-size:12.5px;width:100%}th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #eef0f2;vertical-align:top}
+table{border-collapse:collapse;font-size:12.5px;width:100%}
+th,td{text-align:left;padding:3px 8px;border-bottom:1px solid #eef0f2;vertical-align:top}
 th{color:#5c6670;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .facts th{width:150px}
 svg.plot{max-width:100%;height:auto;display:block;margin:4px auto}
-.sev{display:inline-block;border-radius:3px;padding:0 6px;font-size:11px;font-weight:700;color:#fff;text-transform:uppercase}
-.sev-critical{background:#7a0010}.sev-severe{background:#c62828}.sev-moderate{background:#e08a00}.sev-low{background:#6b8e23}.sev-none{background:#888}
+.sev{display:inline-block;border-radius:3px;padding:0 6px;font-size:11px;font-weight:700;color:#fff;
+text-transform:uppercase}
+.sev-critical{background:#7a0010}.sev-severe{background:#c62828}
+.sev-moderate{background:#e08a00}.sev-low{background:#6b8e23}.sev-none{background:#888}
 ul.ev{margin:4px 0 0 18px;padding:0;font-size:12.5px}ul.ev code{color:#5c6670}
-pre.cmd{background:#0f1720;color:#e6edf3;padding:8px 10px;border-radius:4px;overflow-x:auto;white-space:pre-wrap;word-break:break-all;margin:4px 0;user-select:all}
+pre.cmd{background:#0f1720;color:#e6edf3;padding:8px 10px;border-radius:4px;overflow-x:auto;white-space:pre-wrap;
+word-break:break-all;margin:4px 0;user-select:all}
 .cmdbox{position:relative}.cmdbox button{position:absolute;right:6px;top:6px;font-size:11px}
 .better{color:#1b7f3b;font-weight:600}.worse{color:#c62828;font-weight:700}.noise{color:#5c6670}
 .warn{color:#8a5300}
@@ -57,17 +66,23 @@ def _link(src: str) -> str:
     return f"<code>{e(src)}</code>"
 
 
-def render(rep) -> str:
-    from kb.report import load_label
+def load_label(ss: list) -> str:
+    """The load axis's title: the one kind of load the series share, else both."""
+    kinds = {s.kind for s in ss}
+    return LOAD_LABELS[kinds.pop()] if len(kinds) == 1 else "load (concurrency or req/s)"
 
+
+def render(rep) -> str:
     parts = [f"<h1>{e('kb compare' if rep.comparison else 'kb report')}</h1>",
              f'<div class="sub">{e(rep.title)}<br>written by kb {e(KB_VERSION)} on '
-             f"{e(time.strftime('%Y-%m-%d %H:%M %Z'))}; every figure below is measured in the files listed at the end</div>"]
+             f"{e(time.strftime('%Y-%m-%d %H:%M %Z'))}; every figure below is measured in the files listed at the "
+             "end</div>"]
     if rep.comparison:
         parts.append(_comparison(rep))
     if rep.facts:
         rows = "".join(f"<tr><th>{e(k)}</th><td>{_fact(k, v)}</td></tr>" for k, v in rep.facts)
-        parts.append(f'<h2>Model, hardware and launch</h2><section class="card"><table class="facts">{rows}</table></section>')
+        parts.append('<h2>Model, hardware and launch</h2><section class="card"><table '
+                     f'class="facts">{rows}</table></section>')
     pts = [s for s in rep.series if s.points]
     if pts:
         label = load_label(pts)
@@ -170,7 +185,8 @@ def _recommendations(recs, combined) -> str:
             f'<span class="sev sev-{e(r.severity)}">{e(r.severity)}</span> '
             f'<span class="sub">{e(r.rule)} · confidence {r.confidence:.2f}</span>'
             f"<div>{e(r.rationale)}</div>"
-            + (f"<table><tr><th>flag</th><th>now</th><th>change to</th><th>why</th></tr>{flags}</table>" if flags else "")
+            + (f"<table><tr><th>flag</th><th>now</th><th>change to</th><th>why</th></tr>{flags}</table>" if flags
+               else "")
             + cmds
             + f"<div><b>expected gain:</b> {e(r.expected_gain or 'unmeasured for this context')}</div>"
             + (f'<div>findings behind it:</div><ul class="ev">{found}</ul>' if found else "")
@@ -189,8 +205,6 @@ def _val(v, current: bool) -> str:
 
 
 def _comparison(rep) -> str:
-    from kb.compare import summary
-
     c = rep.comparison
     out = [f'<h2 id="comparison">Against the baseline: {e(c.baseline.name)}</h2>',
            f'<div class="sub">Verdicts: better / worse when the change is outside the noise band, else within '
@@ -210,7 +224,8 @@ def _comparison(rep) -> str:
                             f"<td class=n>±{band:.1%}{'' if src == 'repeats' else '*'}</td>"
                             f"<td class=n>{len(cell.base)}/{len(cell.value)}</td><td class=n>{cell.spreads()}</td>"
                             f"<td class=\"{cls}\">{e(cell.verdict)}</td></tr>")
-        table = ("<table class=\"cmp\"><tr><th>level</th><th>metric</th><th>baseline</th><th>this run</th><th>delta</th>"
+        table = ("<table class=\"cmp\"><tr><th>level</th><th>metric</th><th>baseline</th><th>this "
+                 "run</th><th>delta</th>"
                  f"<th>noise</th><th>runs</th><th>spread</th><th>verdict</th></tr>{''.join(rows)}</table>")
         skipped = "".join(f'<li class="warn">not compared: {e(n)}</li>' for n in s.not_compared)
         out.append(f'<section class="card side"><b>{e(s.name)}</b><div>{e(summary(s))}</div>'

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 from kb import index as kbindex
@@ -60,7 +61,7 @@ def word_pairs(question: str) -> list[tuple[str, str, re.Pattern[str]]]:
     from whoosh.analysis import STOP_WORDS
 
     words = _TOKEN.findall(question.lower())
-    pairs = {(a, b) for a, b in zip(words, words[1:]) if not (a in STOP_WORDS and b in STOP_WORDS)}
+    pairs = {(a, b) for a, b in pairwise(words) if not (a in STOP_WORDS and b in STOP_WORDS)}
     return [(a, b, re.compile(rf"(?<![a-z0-9]){re.escape(a)}[^a-z0-9]+{re.escape(b)}(?![a-z0-9])"))
             for a, b in sorted(pairs)]
 

@@ -8,10 +8,15 @@ sample too small to judge lowers the band by one, it never raises an alarm.
 
 from __future__ import annotations
 
+import copy
+import tomllib
+from itertools import pairwise
 from typing import Callable
 
+from kb.errors import ODD_VALUE, InputError
 from kb.evidence import RunEvidence, gain_per_doubling
 from kb.records import SEVERITY_ORDER, Evidence, Signal, Where, shift_severity
+from kb.textfile import read_text
 
 THRESHOLDS: dict[str, dict[str, float]] = {
     "throughput-plateau": {"knee_gain": 0.10, "severe_efficiency": 0.35, "min_points": 3},
@@ -45,7 +50,7 @@ def throughput_plateau(ev: RunEvidence, t: dict) -> Signal | None:
     if len(pts) < 2:
         return None
     knee = None
-    for a, b in zip(pts, pts[1:]):
+    for a, b in pairwise(pts):
         g = gain_per_doubling(a.throughput, b.throughput, a.level, b.level)
         if g < t["knee_gain"]:
             knee = a
@@ -66,7 +71,8 @@ def throughput_plateau(ev: RunEvidence, t: dict) -> Signal | None:
     gain = nxt.throughput / knee.throughput - 1
     return Signal(
         id="throughput-plateau", title="Throughput plateau", severity=sev,
-        summary=(f"throughput stops scaling after {_fmt(knee.level)} concurrency: {_fmt(knee.level)} → {_fmt(nxt.level)} "
+        summary=(f"throughput stops scaling after {_fmt(knee.level)} concurrency: {_fmt(knee.level)} → "
+                 f"{_fmt(nxt.level)} "
                  f"adds {gain:+.1%} ({_fmt(knee.throughput)} → {_fmt(nxt.throughput)} tok/s); "
                  f"scaling efficiency {efficiency:.0%} from {_fmt(first.level)} to {_fmt(last.level)}"),
         evidence=evidence,
@@ -213,7 +219,8 @@ def cuda_graph_exceeded(ev: RunEvidence, t: dict) -> Signal | None:
                       summary=f"decode batches up to {max_off} run without CUDA graphs"
                               + (f" (captured up to {captured})" if captured else ""),
                       evidence=evidence,
-                      data={"running_max": max(max_run, max_off), "captured_max_bs": int(captured) if captured else None,
+                      data={"running_max": max(max_run, max_off),
+                            "captured_max_bs": int(captured) if captured else None,
                             "eager_samples": off})
     return None
 
@@ -223,8 +230,10 @@ def moe_default_config(ev: RunEvidence, t: dict) -> Signal | None:
         e = next((x for x in tr.events if x.kind == "moe-default-config"), None)
         if e:
             d = e.data
-            return Signal(id="moe-default-config", title="Default (untuned) MoE kernel config in use", severity="moderate",
-                          summary=f"no tuned fused-MoE config for E={d.get('E')}, N={d.get('N')} on {d.get('device_name')}"
+            return Signal(id="moe-default-config", title="Default (untuned) MoE kernel config in use",
+                          severity="moderate",
+                          summary=f"no tuned fused-MoE config for E={d.get('E')}, N={d.get('N')} on "
+                                  f"{d.get('device_name')}"
                                   + (f" ({d.get('dtype')})" if d.get("dtype") else ""),
                           evidence=[_ev(e.text[:300], e.where)], data=dict(d))
     return None
@@ -243,7 +252,8 @@ def ttft_queueing(ev: RunEvidence, t: dict) -> Signal | None:
     queued = any(tr.stats.get("queued_max") for tr in ev.traces)
     sev = "moderate" if queued or ratio >= 2 * t["ttft_ratio"] else "low"
     return Signal(id="ttft-queueing", title="TTFT grows with load (queueing)", severity=sev,
-                  summary=f"median TTFT {_fmt(lo.ttft_median_ms)} ms at {_fmt(lo.level)} → {_fmt(hi.ttft_median_ms)} ms "
+                  summary=f"median TTFT {_fmt(lo.ttft_median_ms)} ms at {_fmt(lo.level)} → {_fmt(hi.ttft_median_ms)} "
+                          "ms "
                           f"at {_fmt(hi.level)} concurrency ({ratio:.1f}x)",
                   evidence=[_ev(f"{_fmt(p.level)} concurrency: median TTFT {_fmt(p.ttft_median_ms)} ms",
                                 p.sources[0] if p.sources else None) for p in (lo, hi)],
@@ -278,7 +288,8 @@ def tp_over_pcie(ev: RunEvidence, t: dict) -> Signal | None:
                     + (f", {hw.numa_nodes} NUMA nodes" if hw.numa_nodes else ""),
                     Where(path=hw.source) if hw.source else None)]
     if ev.tp_size():
-        evidence.append(_ev(f"tensor parallel size {tp}", Where(path=ev.server_args_source) if ev.server_args_source else None))
+        evidence.append(_ev(f"tensor parallel size {tp}",
+                            Where(path=ev.server_args_source) if ev.server_args_source else None))
     return Signal(id="tp-over-pcie", title="Tensor parallelism over PCIe only", severity=sev,
                   summary=f"TP{tp} all-reduces every layer over PCIe", evidence=evidence,
                   data={"tp": tp, "gpus": hw.count, "numa_nodes": hw.numa_nodes})
@@ -337,20 +348,13 @@ DETECTORS: dict[str, Callable[[RunEvidence, dict], Signal | None]] = {
 }
 
 
-def load_thresholds(path: str | None, defaults: dict[str, dict[str, float]] | None = None) -> dict[str, dict[str, float]]:
+def load_thresholds(path: str | None, defaults: dict[str, dict[str, float]] | None = None) -> dict[str,
+                                                                                                   dict[str, float]]:
     """`defaults` (the signal thresholds unless given; kb.rules.registry adds the rules')
     with the TOML file's values over them: one table per signal id or rule id."""
-    import copy
-
     merged = copy.deepcopy(THRESHOLDS if defaults is None else defaults)
     if not path:
         return merged
-    import tomllib
-
-    from kb.errors import InputError
-
-    from ingest.textfile import read_text
-
     text = read_text(path, 2**20)  # never a FIFO or device, never more than 1 MiB
     try:
         data = tomllib.loads(text)
@@ -369,8 +373,6 @@ def load_thresholds(path: str | None, defaults: dict[str, dict[str, float]] | No
 
 
 def detect(ev: RunEvidence, thresholds: dict | None = None) -> list[Signal]:
-    from kb.recommend import ODD_VALUE
-
     th = thresholds or THRESHOLDS
     found = []
     for name, fn in DETECTORS.items():

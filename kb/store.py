@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
 
+from kb import index as kbindex
 from kb.errors import IndexError_, InputError
+from kb.index import IndexDamaged
 from kb.records import Finding
+from kb.textfile import MAX_FINDINGS_BYTES, read_bytes
 
 MANIFEST_VERSION = 2  # 2: findings carry "Applies when" conditions; older indexes are re-read
 T = TypeVar("T")
@@ -276,8 +279,6 @@ class Store:
 
     def _unchanged(self, paths: Iterable[Path]) -> SyncReport | None:
         """The report of a sync with nothing to do, or None when there is work (or doubt)."""
-        from kb import index as kbindex
-
         known = self.manifest()["sources"]
         wanted, new_paths = self._wanted(known, paths)
         if set(known) - wanted or any(not known.get(k, {}).get("pinned") for k in new_paths):
@@ -301,8 +302,6 @@ class Store:
         return report
 
     def _sync(self, load: Loader, paths: Iterable[Path], force: bool) -> SyncReport:
-        from kb import index as kbindex
-
         manifest = self.manifest()
         known = manifest["sources"]
         wanted, new_paths = self._wanted(known, paths)
@@ -329,8 +328,6 @@ class Store:
             if not force and entry and entry["size"] == st.st_size and entry["mtime_ns"] == st.st_mtime_ns:
                 report.files.append(FileResult(entry.get("display", key), "unchanged"))
                 continue
-            from ingest.textfile import MAX_FINDINGS_BYTES, read_bytes
-
             data = read_bytes(p, MAX_FINDINGS_BYTES)
             digest = file_hash(data)
             shown = display_path(p)
@@ -366,8 +363,6 @@ class Store:
         """fn(index_dir) after a sync; an index found damaged while being read (a segment
         the cheap check did not reach) is rebuilt from the sources, announced, and fn
         tried once more."""
-        from kb.index import IndexDamaged
-
         self.sync(load)
         try:
             return fn(self.index_dir)
@@ -384,7 +379,7 @@ class Store:
             if key not in replaced:
                 for fid in entry.get("ids", []):
                     owner[fid] = entry.get("display", key)
-        for key, entry, records in pending:
+        for _key, entry, records in pending:
             for r in records:
                 if r.id in owner and owner[r.id] != entry["display"]:
                     raise InputError(entry["display"], f"finding id {r.id!r} is already used in {owner[r.id]}")

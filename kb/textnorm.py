@@ -15,7 +15,8 @@ CONCEPTS: list[tuple[re.Pattern[str], str]] = [
     for p, c in [
         (r"\btok(?:en)?s?\s*/\s*s(?:ec)?\b|\btokens? (?:per|a) sec(?:ond)?\b|\btps\b|\bt/s\b|\btput\b|\bthpt\b|"
          r"\bthr(?:u|ou|ough?t?|oug?h)put\b|\bthoughput\b", "throughput"),
-        (r"\bplateau\w*|\bflat\b|\bflatten\w*|stops? scaling|(?:does ?n[o']?t|not|no longer) scal\w*|saturat\w*|\bcapped\b|"
+        (r"\bplateau\w*|\bflat\b|\bflatten\w*|stops? scaling|(?:does ?n[o']?t|not|no longer) "
+         r"scal\w*|saturat\w*|\bcapped\b|"
          r"\bceiling\b|\bstall\w*|\bstuck\b|\bknee\b|diminishing", "plateau"),
         (r"\btp\s?\d*\b|tensor[- ]parallel\w*|tp[-_]size", "tensorparallel"),
         (r"\bpp\s?\d*\b|pipeline[- ]parallel\w*|pp[-_]size", "pipelineparallel"),
@@ -25,13 +26,16 @@ CONCEPTS: list[tuple[re.Pattern[str], str]] = [
         (r"\bkv\b|kv[- _]?cache|kv pool|token usage", "kvcache"),
         (r"\bttft\b|time[- ]to[- ]first[- ]token|first token", "ttft"),
         (r"\bitl\b|inter[- ]token|\btpot\b|time per output token|per[- ]token latency", "itl"),
-        (r"\bconcurr?[ae]n\w*|\bconc\b|parallel requests|simultaneous requests|\bin[- ]flight\b|\bc\s*=\s*\d+", "concurrency"),
-        (r"single[- ]?(?:stream|user|request)|\bbs\s*=?\s*1\b|batch size (?:of )?1\b|one request at a time|\bc\s*=\s*1\b", "singlestream"),
+        (r"\bconcurr?[ae]n\w*|\bconc\b|parallel requests|simultaneous requests|\bin[- ]flight\b|\bc\s*=\s*\d+",
+         "concurrency"),
+        (r"single[- ]?(?:stream|user|request)|\bbs\s*=?\s*1\b|batch size (?:of )?1\b|one request at a "
+         r"time|\bc\s*=\s*1\b", "singlestream"),
         (r"cuda[- _]?graphs?|cudagraph\w*", "cudagraph"),
         (r"\boom\b|out of memory|outofmemory", "oom"),
         (r"speculative|spec(?:ulative)?[- ]decod\w*|\bmtp\b|\beagle3?\b|nextn|draft model|n-?gram", "speculative"),
         (r"\bslow\w*|crawl\w*|sluggish|\blow (?:tok|throughput|speed)", "slow"),
-        (r"max[-_ ]running[-_ ]requests|max[-_ ]num[-_ ]seqs|#running-req|running requests|running: \d+ reqs", "runningcap"),
+        (r"max[-_ ]running[-_ ]requests|max[-_ ]num[-_ ]seqs|#running-req|running requests|running: \d+ reqs",
+         "runningcap"),
         (r"#queue-req|waiting: \d+|queue\w*|pending", "queue"),
         (r"retract\w*|preempt\w*", "preemption"),
         (r"nvfp4|modelopt_fp4|\bfp4\b", "nvfp4"),

@@ -24,17 +24,23 @@ error, Ctrl-C, SIGTERM); see kb/live/server.py.
 
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.launch_command import parse_launch_command
+from ingest.run import read_run
+from kb import report as rp
+from kb.attach import Request, attach
+from kb.compare import compare_sides, read_side, table
+from kb.diagnose import diagnose
 from kb.errors import KbError, ServerError, UsageError
 from kb.launchcmd import apply, render, split_args
+from kb.live.doctor import doctor
 from kb.live.server import ManagedServer, StartFailed, multi_node
-from kb.live.sweep import SweepOptions
+from kb.live.sweep import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, SweepOptions
 
 MIN_NOISE = 0.03
 # Settings whose value is a capacity: a winning increase is tried once more, doubled.
@@ -200,8 +206,6 @@ def refinements(changes: list[tuple[str, object]], argv_before: list[str]) -> li
 
 
 def _engine(argv: list[str]) -> str:
-    from ingest.launch_command import parse_launch_command
-
     cmd = parse_launch_command(shlex.join(argv))
     if cmd is None:
         raise UsageError("--launch: expected a `vllm serve …` or `python -m sglang.launch_server …` command")
@@ -231,8 +235,6 @@ def _on_sigterm(signum, frame):
 
 
 def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, workdir: Path) -> Trial:
-    from kb.live.doctor import doctor
-
     t.log, t.out = workdir / f"trial-{t.n}.log", workdir / f"trial-{t.n}.jsonl"
     t0 = time.monotonic()
     server = ManagedServer(list(t.argv), t.log, env=env, start_timeout=opts.start_timeout)
@@ -263,8 +265,6 @@ def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, 
 
 def _lengths(sw) -> str:
     """input:output as the sweep will send them (a default is fitted to the server's context)."""
-    from kb.live.sweep import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN
-
     return f"{sw.input_len or DEFAULT_INPUT_LEN}:{sw.output_len or DEFAULT_OUTPUT_LEN}"
 
 
@@ -284,9 +284,6 @@ def resweep(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, wo
 def dry_plan(opts: TuneOptions, findings: list, engine: str, argv: list[str], why_plan: str | None) -> list[str]:
     """What kb tune would do: the baseline and the candidates kb's diagnosis of the launch
     command alone proposes (a real run adds those its sweep and log reveal)."""
-    from ingest.run import read_run
-    from kb.diagnose import diagnose
-
     ev = read_run([], config=opts.config, gpu=opts.gpu, engine=engine, launch=shlex.join(argv))
     d = diagnose(ev, findings)
     levels = ",".join(f"{x:g}" for x in opts.sweep.levels)
@@ -338,8 +335,6 @@ def tune(opts: TuneOptions, findings: list, store=None) -> TuneResult:
 def _before_after(res: TuneResult, opts: TuneOptions) -> None:
     """kb compare's level-by-level table (noise band from the repeats) and kb report's
     before/after page for the baseline against the best configuration."""
-    from kb.compare import compare_sides, read_side, table
-
     try:
         c = compare_sides([read_side(list(res.baseline.outs), "baseline"), read_side(list(res.best.outs), "best")])
         res.comparison = table(c)
@@ -347,8 +342,6 @@ def _before_after(res: TuneResult, opts: TuneOptions) -> None:
         res.comparison = f"(not compared: {e})"
         return
     try:
-        from kb import report as rp
-
         out = opts.report or (res.workdir / "report.html")
         rp.write(rp.from_comparison(c), out)
         res.report = out
@@ -406,8 +399,6 @@ def _search(res: TuneResult, opts: TuneOptions, env: dict, argv: list[str], find
 
 
 def _attach(res: TuneResult, opts: TuneOptions, store):
-    from kb.attach import Request, attach
-
     b, w = res.baseline, res.best
     classes = sorted({c for x in res.trials if x.status == "ok" and x is not b and x.score is not None
                       and x.score > b.score for c in x.fix_classes})

@@ -36,7 +36,8 @@ def sglang_names(src: Path) -> list[str]:
     adds _total to a counter, _bucket/_sum/_count to a histogram)."""
     text = src.read_text()
     out = set()
-    for kind, name in re.findall(r"\b(Counter|Gauge|Histogram|Summary)\(\s*(?:#[^\n]*\n\s*)*name=\"(sglang:[a-zA-Z0-9_]+)\"", text):
+    metric = r"\b(Counter|Gauge|Histogram|Summary)\(\s*(?:#[^\n]*\n\s*)*name=\"(sglang:[a-zA-Z0-9_]+)\""
+    for kind, name in re.findall(metric, text):
         if kind == "Counter":
             out.add(name if name.endswith("_total") else name + "_total")
         elif kind == "Histogram":

@@ -25,7 +25,8 @@ from pathlib import Path
 OUT = Path(__file__).resolve().parents[1] / "kb" / "data" / "env"
 REGISTRY = {
     "vllm": ("envs.py", re.compile(r'^    "([A-Z][A-Z0-9_]*)":', re.M)),
-    "sglang": ("srt/environ.py", re.compile(r'^    ([A-Z][A-Z0-9_]*) = Env\w*\(|deprecated_name="([A-Z][A-Z0-9_]*)"', re.M)),
+    "sglang": ("srt/environ.py",
+               re.compile(r'^    ([A-Z][A-Z0-9_]*) = Env\w*\(|deprecated_name="([A-Z][A-Z0-9_]*)"', re.M)),
 }
 READS = re.compile(r'(?:os\.environ\.get|os\.getenv|os\.environ\[|os\.environ\.setdefault|get_bool_env_var|'
                    r'get_int_env_var|get_float_env_var|get_str_env_var|envs\.environ\.get)\(?\s*["\']([A-Z][A-Z0-9_]+)["\']')

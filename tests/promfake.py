@@ -107,7 +107,7 @@ def fleet(base: dict, members: list[tuple[dict, str]]) -> dict:
     queries and time range), each (recording, instance) member adds its series under
     that instance name, its timestamps moved onto base's range. The members must have
     made the same requests in the same order (the same kb collect over another window)."""
-    b0, b1 = base["args"]["start"], base["args"]["end"]
+    b0 = base["args"]["start"]
     answers = []
     for i, req in enumerate(base["answers"]):
         docs = []

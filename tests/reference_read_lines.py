@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ingest.run import STATS_MARKERS, _line_parsers
-from ingest.textfile import lines
 from kb.records import Hardware
+from kb.textfile import lines
 
 
 def read_lines_reference(p: Path) -> tuple[list, list[str]]:

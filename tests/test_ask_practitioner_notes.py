@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA
+
 from ingest.detect import load_findings
 from kb.search import ask
 from kb.store import Store
@@ -45,7 +45,8 @@ def test_labels_name_sections_that_exist(index_dir):
     records = [f for f in kbindex.all_records(index_dir) if f.sources and f.sources[0].path]
     for q in QUESTIONS:
         for doc, section in [(q["doc"], s) for s in q["sections"]] + [tuple(x) for x in q.get("also", [])]:
-            assert any(Path(f.sources[0].path).name == doc and f.title.endswith(section) for f in records), (doc, section)
+            assert any(Path(f.sources[0].path).name == doc and f.title.endswith(section) for f in records), (doc,
+                                                                                                             section)
 
 
 def test_own_notes_answer_within_the_top_three(index_dir):
@@ -56,7 +57,7 @@ def test_own_notes_answer_within_the_top_three(index_dir):
     hit5 = sum(x is not None and x <= 5 for x in r) / n
     mrr = sum(1 / x for x in r if x) / n
     print(f"\npractitioner notes ({n} questions): hit@1 {hit1:.2f}, hit@3 {hit3:.2f}, hit@5 {hit5:.2f}, MRR {mrr:.3f}")
-    for q, x in zip(QUESTIONS, r):
+    for q, x in zip(QUESTIONS, r, strict=True):
         if x is None or x > 3:
             print(f"  rank {x}: {q['q']}")
     assert n >= 30

@@ -8,8 +8,8 @@ never used here."""
 import json
 
 import pytest
-
 from conftest import DATA
+
 from ingest.detect import load_findings
 from kb.search import ask
 from kb.store import Store
@@ -42,7 +42,8 @@ def test_mean_reciprocal_rank(index_dir):
     rr = [reciprocal_rank(index_dir, q) for q in QUESTIONS]
     mrr = sum(rr) / len(rr)
     hit3 = sum(r >= 1 / 3 for r in rr) / len(rr)
-    print(f"\nask quality on {len(rr)} questions: MRR {mrr:.3f}, hit@1 {sum(r == 1 for r in rr) / len(rr):.2f}, hit@3 {hit3:.2f}")
+    print(f"\nask quality on {len(rr)} questions: MRR {mrr:.3f}, hit@1 {sum(r == 1 for r in rr) / len(rr):.2f}, hit@3 "
+          f"{hit3:.2f}")
     assert mrr >= 0.6 and hit3 >= 0.7
 
 

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT
+
 from kb.askcli import parse
 
 Q = "why does thruput plateau at 128 conc on 8x rtx pro 6000"

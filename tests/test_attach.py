@@ -15,15 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import DATA, ROOT
 
 from ingest.markdown import read_findings
-from kb import attach as kbattach
-from kb import index as kbindex
+from kb import attach as kbattach, index as kbindex
 from kb.errors import KbError
 from kb.redact import redact_text
 from kb.store import Store
-
-from conftest import DATA, ROOT
 
 SWEEP = DATA / "samples" / "sglang_bench_jsonl" / "run-sglang-0.5.5_sweep_c1-32-128-256_server-info.jsonl"
 GLM5 = DATA / "scenarios" / "glm5-rtx-pro-6000"

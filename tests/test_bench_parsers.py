@@ -12,8 +12,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from ingest import genai_perf, guidellm, sglang_bench, vllm_bench
 from ingest.bench_common import has_throughput, stat_key
@@ -56,8 +55,7 @@ CONCURRENCY = {
 def sample_files() -> list[Path]:
     """The samples of the formats in those folders, as the format registry names them
     (console tables of GuideLLM, GenAI-Perf and AIPerf are kept beside them as provenance)."""
-    from ingest.formats import FORMATS
-    from ingest.formats import sample_files as of_format
+    from ingest.formats import FORMATS, sample_files as of_format
 
     return sorted({p for f in FORMATS if f.samples in DIR_TOOLS for p in of_format(f, SAMPLES)},
                   key=lambda p: (p.parent.name, p.name))

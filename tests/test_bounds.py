@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import DATA, ROOT
 
 from kb.errors import InputError, KbError
-
-from conftest import DATA, ROOT
 
 SCENARIO = DATA / "scenarios" / "glm5-rtx-pro-6000"
 
@@ -140,7 +139,7 @@ def test_a_50mb_markdown_file_is_refused_at_once(tmp_path, kb):
 
 
 def test_read_text_cap(tmp_path):
-    from ingest.textfile import read_text
+    from kb.textfile import read_text
 
     p = tmp_path / "a.md"
     p.write_text("# a\n" * 1000)
@@ -155,7 +154,8 @@ def test_an_enormous_markdown_table_is_parsed_in_bounded_time(tmp_path):
 
     p = tmp_path / "table.md"
     rows = "".join(f"| tput {i} | {i} | {i + 1} | tok/s | {i % 512} | 1 |\n" for i in range(5000))
-    p.write_text("# Sweep\n\n| Metric | Before | After | Unit | Concurrency | Runs |\n|---|---|---|---|---|---|\n" + rows)
+    p.write_text("# Sweep\n\n| Metric | Before | After | Unit | Concurrency | Runs |\n|---|---|---|---|---|---|\n"
+                 + rows)
     t = time.perf_counter()
     recs = read_findings(p)
     assert time.perf_counter() - t < 30
@@ -233,7 +233,7 @@ def test_fifos_and_devices_as_arguments(specials, kb_home, tmp_path):
         for p in procs:
             if p.poll() is None:
                 p.kill()
-    for (c, want), p, (out, err) in zip(cmds, procs, results):
+    for (c, want), p, (out, err) in zip(cmds, procs, results, strict=True):
         assert p.returncode == want, (c, out[-500:], err[-500:])
         assert "Traceback" not in err, (c, err)
         shown = out + err
@@ -242,7 +242,7 @@ def test_fifos_and_devices_as_arguments(specials, kb_home, tmp_path):
 
 
 def test_read_text_never_opens_a_fifo_for_a_blocking_read(specials):
-    from ingest.textfile import read_text
+    from kb.textfile import read_text
 
     fifo, _ = specials
     t = time.perf_counter()
@@ -277,7 +277,7 @@ def test_json_lines_records_are_capped_with_a_warning(tmp_path, monkeypatch):
 def test_stream_lines_cuts_long_lines():
     import io
 
-    from ingest.textfile import lines
+    from kb.textfile import lines
 
     text = "short\n" + "x" * 10_000 + "\nafter\n" + "y" * 5000
     assert [len(x) for x in lines(io.StringIO(text), limit=1024)] == [5, 1024, 5, 1024]

@@ -2,7 +2,6 @@
 file and line named, index untouched)."""
 
 import pytest
-
 from conftest import DATA
 
 PLATEAU_Q = "why does throughput plateau at 128 concurrency"
@@ -64,7 +63,8 @@ def _bad_files(tmp_path):
     plain = tmp_path / "plain.md"
     plain.write_text("just some words\nno headings at all\n")
     table = tmp_path / "table.md"
-    table.write_text("# t\n\n## x\n\n- **ID:** x-1\n- **Confidence:** low\n\n| Metric | Before | After | Unit | Concurrency | Runs |\n"
+    table.write_text("# t\n\n## x\n\n- **ID:** x-1\n- **Confidence:** low\n\n| Metric | Before | After | Unit | "
+                     "Concurrency | Runs |\n"
                      "|---|---|---|---|---|---|\n| throughput | fast | 3740 | tok/s | 256 | 1 |\n")
     return [(binary, "binary", None), (empty, "empty file", None), (latin, "not UTF-8", 3),
             (plain, "not markdown", None), (table, "Before", 10), (tmp_path / "missing.md", "no such file", None)]
@@ -114,14 +114,14 @@ def test_unreadable_path(kb, tmp_path):
 
 
 def test_permission_denied_is_named(tmp_path, monkeypatch):
-    from ingest.textfile import read_text
     from kb.errors import InputError
+    from kb.textfile import read_text
 
     def deny(*args, **kwargs):
         raise PermissionError(13, "Permission denied")
 
     (tmp_path / "x.md").write_text("# x\n")
-    monkeypatch.setattr("ingest.textfile.os.open", deny)  # tests run as root: chmod would not deny
+    monkeypatch.setattr("kb.textfile.os.open", deny)  # tests run as root: chmod would not deny
     with pytest.raises(InputError, match="permission denied"):
         read_text(tmp_path / "x.md")
 

@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, ROOT
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -157,7 +156,8 @@ def test_every_printed_launch_command_parses(commands):
     by_id = {c["id"]: c for c in commands}
     bad = [(by_id[r["id"]], r["error"]) for r in doc["results"] if not r["ok"]]
     bad += [(c, p) for c in other if (p := _catalog_problems(c))]
-    report = "\n".join(f"{c['id']} ({c['engine']} {c['version']}): {err}\n    {shlex.join(c['argv'])}" for c, err in bad)
+    report = "\n".join(f"{c['id']} ({c['engine']} {c['version']}): {err}\n    {shlex.join(c['argv'])}" for c,
+                       err in bad)
     print(f"{len(commands)} commands: {len(real)} parsed by the real parsers, {len(other)} checked against "
           f"their version's catalog; {len(bad)} fail")
     assert not bad, "commands that do not parse:\n" + report

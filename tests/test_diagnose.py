@@ -4,8 +4,8 @@ import json
 import shlex
 
 import pytest
-
 from conftest import DATA
+
 from kb.flags import catalog
 
 GLM5 = DATA / "scenarios" / "glm5-rtx-pro-6000"
@@ -53,7 +53,8 @@ def test_seed_scenario_commands_are_right_for_model_and_machine(glm5):
     graph = recs["cuda-graph-max-bs"]["flags"][0]
     assert graph["flag"] == "--cuda-graph-max-bs" and graph["new"] >= cap["new"]
     # the measured gain cited comes from the finding of the same context
-    assert "3.74 k tok/s" in backend["expected_gain"] and backend["findings"][0]["id"] == "glm5-flashinfer-cutlass-moe-sm120"
+    assert "3.74 k tok/s" in backend["expected_gain"]
+    assert backend["findings"][0]["id"] == "glm5-flashinfer-cutlass-moe-sm120"
 
 
 def test_every_printed_launch_command_is_valid_for_its_version(glm5):

@@ -11,8 +11,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-
 from conftest import DATA, ROOT
+
 from kb.vocab import FIX_CLASSES
 
 SCENARIOS = DATA / "diagnosis"

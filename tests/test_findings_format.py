@@ -13,7 +13,8 @@ word = st.text(alphabet=st.characters(whitelist_categories=("Lu", "Ll", "Nd"), w
                min_size=1, max_size=12).filter(lambda w: not w.startswith(("-", "+", "=")) and not w.isdigit())
 phrase = st.lists(word, min_size=1, max_size=8).map(" ".join)
 slug = st.from_regex(r"[a-z0-9][a-z0-9-]{0,30}", fullmatch=True)
-num = st.one_of(st.none(), st.integers(0, 10**6).map(float), st.floats(0.01, 1e5, allow_nan=False).map(lambda x: round(x, 3)))
+num = st.one_of(st.none(), st.integers(0, 10**6).map(float),
+                st.floats(0.01, 1e5, allow_nan=False).map(lambda x: round(x, 3)))
 command = st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=60)
                    .map(str.strip).filter(lambda s: s and "`" not in s), min_size=1, max_size=3).map("\n".join)
 
@@ -36,7 +37,8 @@ gains = st.builds(Gain, metric=phrase, before=num, after=num,
                   concurrency=st.one_of(st.none(), st.integers(1, 4096)), runs=st.one_of(st.none(), st.integers(1, 20)),
                   computed=st.booleans())
 sources = st.one_of(
-    st.builds(Source, url=st.from_regex(r"https://github\.com/[a-z]{1,8}/[a-z]{1,8}/issues/[0-9]{1,5}", fullmatch=True)),
+    st.builds(Source,
+              url=st.from_regex(r"https://github\.com/[a-z]{1,8}/[a-z]{1,8}/issues/[0-9]{1,5}", fullmatch=True)),
     st.builds(lambda p, a, n: Source(path=p, line_start=a, line_end=a + n),
               st.from_regex(r"[a-z]{1,8}/[A-Z]{1,8}\.md", fullmatch=True), st.integers(1, 900), st.integers(0, 50)),
 )

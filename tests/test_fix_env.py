@@ -10,7 +10,7 @@ import pytest
 from ingest.markdown import read_findings
 from ingest.run import read_run
 from kb.diagnose import diagnose
-from kb.fixflags import env_names, env_of, env_for_version
+from kb.fixflags import env_for_version, env_names, env_of
 from kb.records import Finding
 from kb.store import findings_files, shipped_findings_dir
 
@@ -106,7 +106,8 @@ def test_diagnose_unsets_a_removed_variable(tmp_path, shipped):
     notes.write_text("DeepSeek-R1 on 8x H200 with vLLM: decode is slower than expected; the log says "
                      "Using TRITON_MLA backend.\n")
     ev = read_run([notes], gpu="H200", engine="vllm",
-                  launch="VLLM_ATTENTION_BACKEND=TRITON_MLA HF_HOME='/data/my hf' vllm serve deepseek-ai/DeepSeek-R1 -tp 8")
+                  launch="VLLM_ATTENTION_BACKEND=TRITON_MLA HF_HOME='/data/my hf' vllm serve deepseek-ai/DeepSeek-R1 "
+                         "-tp 8")
     d = diagnose(ev, list(shipped.values()))
     rec = next(r for r in d.recommendations if r.rule == "finding kv26-vllm-flashmla-hopper")
     assert rec.env == {"VLLM_ATTENTION_BACKEND": None}

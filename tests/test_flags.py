@@ -53,7 +53,8 @@ def test_a_change_replaces_every_spelling_of_its_setting():
     out = apply(argv, [(flag, 256, cat.spellings(flag))])
     assert out == ["python", "-m", "sglang.launch_server", "--model-path", "m", "--cuda-graph-max-bs-decode", "256"]
     vcat = catalog("vllm", "0.32.0")
-    out = apply(["vllm", "serve", "m", "-tp", "2"], [("--tensor-parallel-size", 4, vcat.spellings("--tensor-parallel-size"))])
+    out = apply(["vllm", "serve", "m", "-tp", "2"],
+                [("--tensor-parallel-size", 4, vcat.spellings("--tensor-parallel-size"))])
     assert out == ["vllm", "serve", "m", "--tensor-parallel-size", "4"]
 
 

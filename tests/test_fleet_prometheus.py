@@ -9,7 +9,6 @@ import base64
 import json
 
 import pytest
-
 from promfake import FakePrometheus, args, fleet, load
 
 SECRET = "prom-test-token-0123456789"
@@ -135,7 +134,8 @@ def test_unreachable(kb):
 
 
 @pytest.mark.parametrize("status,body,words", [
-    (503, '{"status":"error","errorType":"unavailable","error":"TSDB not ready"}', ["HTTP 503 (unavailable)", "TSDB not ready"]),
+    (503, '{"status":"error","errorType":"unavailable","error":"TSDB not ready"}',
+     ["HTTP 503 (unavailable)", "TSDB not ready"]),
     (422, '{"status":"error","errorType":"execution","error":"query processing would load too many samples"}',
      ["HTTP 422 (execution)", "too many samples"]),
     (502, "<html><body>Bad Gateway</body></html>", ["HTTP 502", "Bad Gateway"]),
@@ -292,20 +292,20 @@ def test_idle_steps_are_counted_not_sampled():
 def test_damaged_answers_never_crash(load_rec, monkeypatch):
     """Every recorded answer in turn replaced by damaged JSON (hypothesis): kb either
     reads the fleet or stops with a KbError; nothing else escapes."""
-    from hypothesis import HealthCheck, given, settings
-    from hypothesis import strategies as st
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    from promfake import key
 
     from kb.errors import KbError
     from kb.fleet.collect import collect
     from kb.fleet.report import build, report
     from kb.live import promapi
-    from promfake import key
 
     answers = {key(r["path"], r["params"]): r for r in load_rec["answers"]}
     paths = list(answers)
     scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
                         st.sampled_from(["NaN", "+Inf", "1e999", "8", "-1", "x", ""]), st.text(max_size=8))
-    junk = st.recursive(scalars, lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+    junk = st.recursive(scalars,
+                        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
                         max_leaves=12)
 
     @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))

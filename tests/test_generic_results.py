@@ -6,9 +6,9 @@ a specific reader owns are never read as generic tables; diagnosis uses the runs
 import json
 
 import pytest
-
 from conftest import DATA
-from ingest.generic_results import GenericResultsJson, KIND, classify
+
+from ingest.generic_results import KIND, GenericResultsJson, classify
 from ingest.run import read_run
 
 SAMPLES = DATA / "samples"
@@ -58,7 +58,8 @@ def test_csv_with_vllm_result_columns_and_configurations():
     r = runs[128]
     assert (r.input_len, r.output_len) == (128, 2048)  # the first configuration only
     assert r.total_throughput == pytest.approx(10894.303245013514)
-    assert r.ttft_ms["p99"] == pytest.approx(839.1076522000276) and r.tpot_ms["median"] == pytest.approx(10.80831780630186)
+    assert r.ttft_ms["p99"] == pytest.approx(839.1076522000276)
+    assert r.tpot_ms["median"] == pytest.approx(10.80831780630186)
     assert "max_concurrency → concurrency" in entry["columns"]
     assert not any("guessed" in w for w in ev.warnings)  # every column was named exactly
     assert any("19 series" in w and "prefill=1, decode=1, isl=128, osl=2048" in w for w in ev.warnings)

@@ -5,13 +5,11 @@ import json
 import shutil
 
 import pytest
+from conftest import DATA
 
-from ingest.hf_config import (HfConfigReader, detect_quantization, load_profile, locate_config,
-                              profile_from_config)
+from ingest.hf_config import HfConfigReader, detect_quantization, load_profile, locate_config, profile_from_config
 from kb.errors import InputError, NotFoundError
 from kb.records import ModelProfile
-
-from conftest import DATA
 
 SAMPLES = DATA / "samples" / "model_configs"
 CONFIGS = sorted(p for p in SAMPLES.glob("*config.json") if not p.name.endswith("hf_quant_config.json"))
@@ -357,8 +355,12 @@ def test_json_reader_shape():
 
 # ------------------------------------------------------------------- robustness
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 
 DOCS = [json.loads(p.read_text()) for p in CONFIGS]
 

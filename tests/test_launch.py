@@ -5,12 +5,12 @@ import json
 import shlex
 
 import pytest
+from conftest import DATA
 from hypothesis import given, settings, strategies as st
 
-from conftest import DATA
 from kb.flags import catalog
 from kb.launch import DoesNotFit, plan
-from kb.records import Hardware, ModelProfile
+from kb.records import ModelProfile
 
 CFG = DATA / "samples" / "model_configs"
 
@@ -148,7 +148,7 @@ def test_kimi_k25_int4_experts_are_sized_from_config_groups(kb):
     # text_config.quantization_config: int4 group-32 routed experts; attention, shared experts,
     # dense MLP and lm_head ignored (16-bit). The published checkpoint is about 595 GB.
     from ingest.hf_config import load_profile
-    from kb.launch import weight_bytes
+    from kb.sizing import weight_bytes
 
     p = load_profile(CFG / "p3_moonshotai--Kimi-K2.5_config.json")
     assert p.quantization == "compressed-tensors" and p.quant_details["groups"][0]["bits"] == 4
@@ -166,7 +166,7 @@ def test_kimi_k25_int4_experts_are_sized_from_config_groups(kb):
 def test_compressed_tensors_forms(block, linear_bytes, lm_head_bytes):
     # a real published quantization block on a real model's shapes (Llama-3.1-70B's config.json)
     from ingest.hf_config import profile_from_config
-    from kb.launch import weight_bytes
+    from kb.sizing import weight_bytes
 
     cfg = json.loads((CFG / "p3_llama-3.1-70b-instruct.config.json").read_text())
     cfg["quantization_config"] = json.loads((QUANT_BLOCKS / f"{block}.quantization_config.json").read_text())

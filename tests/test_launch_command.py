@@ -200,14 +200,16 @@ def test_nothing_is_executed(monkeypatch):
 
 def test_vllm_openai_image_args_are_the_server_args():
     text = ("docker run -it --rm --gpus all -v /:/host -p 8802:8802 --ipc=host --env \"VLLM_ATTENTION_BACKEND=X\" "
-            "vllm/vllm-openai:gptoss --served-model-name g --tensor-parallel-size=2 --model openai/gpt-oss-120b --port 8802")
+            "vllm/vllm-openai:gptoss --served-model-name g --tensor-parallel-size=2 --model openai/gpt-oss-120b "
+            "--port 8802")
     c = parse_launch_command(text)
     assert (c.engine, c.entry, c.model) == ("vllm", "vllm serve", "openai/gpt-oss-120b")
     assert c.get("tensor-parallel-size") == "2" and c.get("port") == "8802" and c.get("gpus") is None
 
 
 def test_vllm_openai_image_positional_model_and_secret_env():
-    c = parse_launch_command("docker run --runtime nvidia --gpus all --env \"HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123\" "
+    c = parse_launch_command("docker run --runtime nvidia --gpus all --env "
+                             "\"HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz0123\" "
                              "-p 8000:8000 --ipc=host vllm/vllm-openai:v0.10.1 Qwen/Qwen3-8B --tensor-parallel-size 2")
     assert c.model == "Qwen/Qwen3-8B" and c.get("tensor-parallel-size") == "2"
     assert "hf_abc" not in c.raw and '"HF_TOKEN=<redacted>"' in c.raw
@@ -231,8 +233,8 @@ def test_other_images_and_multiline_docker(tmp_path):
 
 
 def test_docker_command_is_relaunched_with_its_prefix():
-    from kb import launchcmd
     from ingest.run import _argv
+    from kb import launchcmd
 
     c = parse_launch_command("docker run --gpus all -p 8000:8000 vllm/vllm-openai:latest m/x -tp 8 --port 8000")
     argv = launchcmd.apply(_argv(c), [("--tensor-parallel-size", 4, ["-tp"])])

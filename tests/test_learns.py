@@ -73,7 +73,8 @@ def test_attached_finding_is_matched_by_the_next_diagnosis(kb, tmp_path):
 
 def test_prose_and_stdin_are_text_evidence(kb_home):
     """A pasted issue on standard input: read as text, its engine, version and GPUs used."""
-    proc = subprocess.run([sys.executable, "-m", "kb", "diagnose", "-", "--json"], input=(DATA / "issue.txt").read_text(),
+    proc = subprocess.run([sys.executable, "-m", "kb", "diagnose", "-", "--json"],
+                          input=(DATA / "issue.txt").read_text(),
                           capture_output=True, text=True, env={**os.environ, "KB_HOME": str(kb_home)}, cwd=ROOT,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr

@@ -12,15 +12,13 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 
 import pytest
+from conftest import ROOT
+from live.fakes import LoopbackHTTPServer
 
 from kb.errors import ServerError
 from kb.live import client as cl
-
-from conftest import ROOT
-from live.fakes import LoopbackHTTPServer
 
 KEY = "K3y-9f2c-plain-looking"  # not shaped like any known token: only the client knows it is one
 
@@ -249,7 +247,8 @@ def test_the_api_key_is_not_in_error_messages(tmp_path):
 
     def fail(h, body):  # the stream error repeats the key, under no telling name
         key = h.headers.get("Authorization", "").removeprefix("Bearer ")
-        return 500, {"Content-Type": "application/json"}, json.dumps({"error": {"message": f"no quota: {key}"}}).encode()
+        body = json.dumps({"error": {"message": f"no quota: {key}"}}).encode()
+        return 500, {"Content-Type": "application/json"}, body
 
     with Fake({"/v1/models": refuse}) as srv:
         proc = kb_cli("probe", srv.url, "--api-key", KEY, env={"KB_HOME": str(tmp_path)})

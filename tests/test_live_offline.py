@@ -4,16 +4,15 @@ by ingest (sglang_bench.read and the kb_metrics trace), and the log window."""
 
 import json
 import math
-from pathlib import Path
 
 import httpx
 import pytest
+from conftest import DATA
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 
-from conftest import DATA
+from ingest.metrics_text import Scrape, vllm_cache_config
 from kb.errors import ServerError
 from kb.live import client as cl
-from kb.live.metrics import Scrape, vllm_cache_config
 from kb.live.probe import probe
 from kb.live.stats import percentile
 from kb.live.stream import Outcome
@@ -45,7 +44,7 @@ def test_vllm_metrics_under_load_real_capture():
 
 
 def test_prefiltered_parse_gives_the_same_figures():
-    from kb.live.metrics import prefixes
+    from ingest.metrics_text import prefixes
 
     text = (LIVE / "vllm-0.32.0_metrics_under_load.txt").read_text()
     full, quick = Scrape.parse(text), Scrape.parse(text, only=prefixes("vllm"))
@@ -116,7 +115,8 @@ def test_probe_vllm_from_recorded_answers():
 
 def test_probe_sglang_server_info_args_redacted():
     doc = json.loads(SGLANG_INFO.read_text().splitlines()[0])
-    info = dict(doc["server_info"], api_key="s3cret-key", launch_command="python -m sglang.launch_server --api-key s3cret-key")
+    info = dict(doc["server_info"], api_key="s3cret-key",
+                launch_command="python -m sglang.launch_server --api-key s3cret-key")
     routes = {
         "/v1/models": httpx.Response(200, json={"object": "list", "data": [
             {"id": info["model_path"], "object": "model", "owned_by": "sglang", "root": info["model_path"]}]}),
@@ -206,7 +206,7 @@ def _row(c=8, running=(8, 8, 8), waiting=(5, 8, 6)):
                            "before": {"preemptions_total": 0}, "after": {"preemptions_total": 3},
                            "samples": [{"t": 0.25 * (i + 1), "running": r, "waiting": w, "kv_cache_usage": 0.5,
                                         "generation_tokens_total": 1000 * i}
-                                       for i, (r, w) in enumerate(zip(running, waiting))]})
+                                       for i, (r, w) in enumerate(zip(running, waiting, strict=True))]})
     return json.loads(json.dumps(row))
 
 

@@ -4,6 +4,7 @@ garbage that must not crash, and a 50 MB log that must stay bounded."""
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -196,7 +197,8 @@ def test_sglang_moe_default_config_events():
     assert t.stats["events"] == {"moe-default-config": 12, "moe-fallback-config": 1, "w8a8-default-config": 1}
     moe = [e for e in t.events if e.kind == "moe-default-config"]
     d = moe[0].data
-    assert (d["E"], d["N"], d["device_name"], d["dtype"], d["block_shape"]) == (256, 128, "NVIDIA_H800", "fp8_w8a8", [128, 128])
+    assert (d["E"], d["N"], d["device_name"], d["dtype"], d["block_shape"]) == (256, 128, "NVIDIA_H800", "fp8_w8a8",
+                                                                                [128, 128])
     assert d["path"].endswith("E=256,N=128,device_name=NVIDIA_H800,dtype=fp8_w8a8,block_shape=[128, 128].json")
     down = [e for e in moe if e.data.get("down")]
     assert down and down[0].data["device_name"] in ("NVIDIA_H200_NVL", "NVIDIA_H200")
@@ -287,7 +289,8 @@ def test_vllm_engine_config_lines():
     t = one(VllmLog, "p2_engine_config_wrapped_ramalama912.log")
     assert t.engine_version == "0.8.3.dev244+g8b3a4a17e"
     cfg = t.startup["engine_config"]
-    assert cfg["model"] == "google/gemma-3-1b-it" and cfg["max_seq_len"] == 32768 and cfg["enable_prefix_caching"] is True
+    assert cfg["model"] == "google/gemma-3-1b-it" and cfg["max_seq_len"] == 32768
+    assert cfg["enable_prefix_caching"] is True
     assert "cuda_graph_bs" not in t.startup  # the capture list is cut off in this paste
     old = one(VllmLog, "p2_engine_config_v066.log")
     assert old.engine_version == "0.6.6" and old.startup["engine_config"]["pipeline_parallel_size"] == 2
@@ -328,7 +331,8 @@ def test_split_fields_and_call_args():
     assert split_fields("#running-req: 5, token usage: 0.41, cuda graph: True, ") == {
         "#running-req": "5", "token usage": "0.41", "cuda graph": "True"}
     args = parse_call_args("ServerArgs(a=1, b='x, y', c=[1, 2], d=LoadFormat.AUTO, e={'k': (1, 2)}, hf_token='hf_x')")
-    assert args == {"a": 1, "b": "x, y", "c": [1, 2], "d": "LoadFormat.AUTO", "e": {"k": [1, 2]}, "hf_token": "<redacted>"}
+    assert args == {"a": 1, "b": "x, y", "c": [1, 2], "d": "LoadFormat.AUTO", "e": {"k": [1, 2]},
+                    "hf_token": "<redacted>"}
     assert parse_dict_repr("{'a': 1, 'b': <Enum.X: 2>, 'c': 'd'}") == {"a": 1, "b": "<Enum.X: 2>", "c": "d"}
 
 
@@ -337,7 +341,7 @@ def test_line_sampler_bounds_and_spreads():
     for i in range(100_000):
         s.add(i)
     assert len(s.items) < 100 and s.items[0] == 0
-    gaps = {b - a for a, b in zip(s.items, s.items[1:])}
+    gaps = {b - a for a, b in pairwise(s.items)}
     assert gaps == {s.stride}  # evenly spaced
     assert s.seen == 100_000
 
@@ -369,8 +373,8 @@ def test_garbage_lines_never_raise(cls):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.text(alphabet=st.sampled_from(list("Decode batch,.#:-[] 0123456789TPrunig-qeuktoavsx=()'{}%\\")) | st.characters(),
-                        max_size=120), max_size=20))
+@given(st.lists(st.text(alphabet=st.sampled_from(list("Decode batch,.#:-[] 0123456789TPrunig-qeuktoavsx=()'{}%\\"))
+                        | st.characters(), max_size=120), max_size=20))
 def test_random_lines_never_raise(lines):
     for cls in (SglangLog, VllmLog):
         p = cls("random.log")

@@ -177,7 +177,8 @@ ACCESS = b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/comp
 
 
 @pytest.mark.parametrize("bad", [
-    b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error\n',
+    b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server '
+    b'Error\n',
     b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/1.1" 500 OK\n',  # 200's shape
     b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v9/chat/completions HTTP/1.1" 200 OK\n',
     b'[2025-11-18 22:46:09] INFO:     127.0.0.1:54321 - "POST /v1/chat/completions HTTP/2.0" 200 OK\n',
@@ -198,10 +199,12 @@ def test_digit_widths_and_graph_flags_interleave(tmp_path, monkeypatch):
     for _ in range(30_000):
         run = rnd.choice([0, 7, 42, 512, 1024])
         out.append(
-            f"[2025-11-18 22:{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d} DP{rnd.randint(0, 3)} TP{rnd.randint(0, 15)}] "
+            f"[2025-11-18 22:{rnd.randint(0, 59):02d}:{rnd.randint(0, 59):02d} DP{rnd.randint(0, 3)} "
+            f"TP{rnd.randint(0, 15)}] "
             f"Decode batch, #running-req: {run}, #token: {rnd.randint(0, 999999)}, token usage: {rnd.random():.2f}, "
             f"accept len: {rnd.uniform(1, 4):.{rnd.randint(1, 3)}f}, cuda graph: {rnd.choice(['True', 'False'])}, "
-            f"gen throughput (token/s): {rnd.uniform(0, 9999):.{rnd.randint(1, 2)}f}, #queue-req: {rnd.choice([0, 0, 3, 77])}\n")
+            f"gen throughput (token/s): {rnd.uniform(0, 9999):.{rnd.randint(1, 2)}f}, #queue-req: "
+            f"{rnd.choice([0, 0, 3, 77])}\n")
         if rnd.random() < 0.2:
             out.append(f"[2025-11-18 22:46:09 TP0] Prefill batch, #new-seq: 1, #new-token: {rnd.randint(1, 9000)}, "
                        f"#cached-token: {rnd.randint(0, 9000)}, token usage: 0.{rnd.randint(0, 99):02d}, "

@@ -4,9 +4,9 @@ EXPECTED.md beside it): no section lost, commands, gains and context extracted."
 import re
 
 import pytest
+from conftest import DATA
 
 from ingest.markdown import read_findings
-from conftest import DATA
 
 MESSY = DATA / "markdown" / "messy_FINDINGS.md"
 
@@ -53,7 +53,8 @@ def test_commands_from_code_blocks_and_inline_code(records):
     assert any("--tp-size 8" in c and c.startswith("python -m sglang.launch_server") for c in kimi.commands)
     # the Decode batch log block is output, not a command; flag fragments are not commands
     assert not any("Decode batch" in c for r in records for c in r.commands)
-    assert not any(c.strip() in ("--max-num-seqs 256", "--request-rate inf", "cuInit") for r in records for c in r.commands)
+    assert not any(c.strip() in ("--max-num-seqs 256", "--request-rate inf", "cuInit") for r in records
+                   for c in r.commands)
 
 
 def gain_tuples(r):
@@ -126,13 +127,15 @@ def test_per_config_rows_against_the_baseline_row_become_gains():
 
 
 def test_before_after_columns_with_one_metric_per_line_in_a_cell():
-    # | **ShareGPT** | Total TPS: 5482.59<br>Mean TPOT(ms): 227.45 | Total TPS: 7143.30 (+30.3%)<br>Mean TPOT(ms): 304.71 |
+    # | **ShareGPT** | Total TPS: 5482.59<br>Mean TPOT(ms): 227.45 | Total TPS: 7143.30 (+30.3%)<br>Mean TPOT(ms):
+    # 304.71 |
     g = _gains("gpustack-deepseek-r1-h200.md", "Conclusion")
     assert ("total throughput", 5482.59, 7143.30, "tok/s") in g
     assert ("TPOT", 227.45, 304.71, "ms") in g
     # "Total TPS: 7787.17x2": one replica's figure doubled is arithmetic, never a measured after
     q = _gains("gpustack-qwen3-235b-h100.md", "Conclusion")
-    assert not any(after == 7787.17 or before == 8424.86 and metric == "total throughput" for metric, before, after, _ in q)
+    assert not any(after == 7787.17 or before == 8424.86 and metric == "total throughput" for metric, before, after,
+                   _ in q)
     assert ("TPOT", 147.56, 186.26, "ms") in q
 
 
@@ -147,7 +150,8 @@ def test_the_model_a_document_names_once_holds_for_its_sections():
     recs = read_findings(NOTES / "gpustack-quantization-vllm.md")
     h100 = next(r for r in recs if r.title.endswith("Experimental Results / H100 80GB"))
     assert "Qwen3-8B" in h100.tags
-    chunk = next(r for r in read_findings(NOTES / "gpustack-lmcache-prefill.md") if r.title.endswith("Tuning Chunk Size"))
+    chunk = next(r for r in read_findings(NOTES / "gpustack-lmcache-prefill.md")
+                 if r.title.endswith("Tuning Chunk Size"))
     assert chunk.tags == ["Qwen3-8B"]
     # "Qwen3-235B" and "Qwen3-235B-A22B" are one model: the longer name is carried
     from ingest.markdown import parse_findings

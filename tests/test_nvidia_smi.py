@@ -2,12 +2,19 @@
 sources in SOURCES-p3.md), and the GPU table entries it relies on."""
 
 import pytest
-
-from ingest.nvidia_smi import (PARSERS, NvidiaSmiCsv, NvidiaSmiQ, NvidiaSmiTopo, hardware_from_string,
-                               interconnect, merge_hardware, parse_lines)
-from kb.hardware import lookup_gpu
-
 from conftest import DATA
+
+from ingest.nvidia_smi import (
+    PARSERS,
+    NvidiaSmiCsv,
+    NvidiaSmiQ,
+    NvidiaSmiTopo,
+    hardware_from_string,
+    interconnect,
+    merge_hardware,
+    parse_lines,
+)
+from kb.hardware import lookup_gpu
 
 SAMPLES = DATA / "samples" / "nvidia_smi"
 FILES = sorted(SAMPLES.glob("*.txt"))
@@ -245,8 +252,12 @@ def test_gpu_table_entries(name, canonical, arch, memory_gb, nvlink):
 
 # ------------------------------------------------------------------- robustness
 
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import (  # noqa: E402
+    HealthCheck,
+    given,
+    settings,
+    strategies as st,  # noqa: E402
+)
 
 SAMPLE_LINES = [line for p in FILES for line in p.read_text().splitlines()]
 

@@ -39,7 +39,8 @@ def test_vllm_throughput_sample_ran_by_vllm_0_32():
 
 
 def test_vllm_throughput_old_line_and_namespace_give_tp():
-    lines = ["Namespace(backend='vllm', dataset=None, input_len=1024, output_len=128, model='meta-llama/Llama-2-7b-hf', "
+    lines = ["Namespace(backend='vllm', dataset=None, input_len=1024, output_len=128, "
+             "model='meta-llama/Llama-2-7b-hf', "
              "tokenizer='meta-llama/Llama-2-7b-hf', quantization=None, tensor_parallel_size=4, n=1, num_prompts=200, "
              "seed=0, max_model_len=None, dtype='auto', enforce_eager=False)",
              "Throughput: 3.21 requests/s, 3698.25 tokens/s"]
@@ -126,7 +127,8 @@ def test_continued_command_lines_are_joined():
     ["python -m sglang.bench_latency \\"] * 400,
     ["python -m sglang.bench_latency --batch-size x y --input-len -3 --output-len 1e9"],
     ["Throughput: 1,2,3 requests/s, 4 tokens/s", "Total num prompt tokens:  99999999999999999999"],
-    ["vllm bench throughput --model 'unterminated", "Throughput: 1.0 requests/s, 2.0 total tokens/s, 3.0 output tokens/s"],
+    ["vllm bench throughput --model 'unterminated",
+     "Throughput: 1.0 requests/s, 2.0 total tokens/s, 3.0 output tokens/s"],
 ])
 def test_garbage_never_raises_anything_but_input_error(lines):
     for cls in (SglangOneBatchText, VllmThroughputText):

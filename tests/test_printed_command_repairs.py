@@ -5,13 +5,13 @@ Both seen on a real launch line: `vllm serve $MODEL -pp 4 ... -no-async-scheduli
 
 from __future__ import annotations
 
+from ingest.run import read_run
+from kb import launchcmd
 from kb.diagnose import diagnose
 from kb.fixflags import for_version
 from kb.flags import catalog
-from kb import launchcmd
 from kb.launchcmd import repair_dashes
 from kb.records import Finding
-from ingest.run import read_run
 
 VLLM = catalog("vllm", "0.32.0")
 

@@ -15,13 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from ingest.detect import load_findings
 from kb import index as kbindex
 from kb.errors import IndexError_
 from kb.store import LOCK_NAME, Store, kb_lock
-
-from conftest import ROOT
 
 _spec = importlib.util.spec_from_file_location("kb_kill", ROOT / "benchmarks" / "kill.py")
 killbench = importlib.util.module_from_spec(_spec)

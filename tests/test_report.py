@@ -15,9 +15,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
-import pytest
-
 import chromium
+import pytest
 from conftest import DATA
 
 SAMPLES = DATA / "samples"

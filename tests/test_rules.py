@@ -10,14 +10,15 @@ from kb.evidence import RunEvidence
 from kb.flags import catalog
 from kb.records import BenchRun, Event, Hardware, ModelProfile, ServerTrace, Where
 from kb.rules import registry
-from kb.rules.registry import RULES
 from kb.rules.base import RuleContext
+from kb.rules.registry import RULES
 from kb.signals import detect
 
 GLM5 = dict(name="GLM-5-NVFP4", architecture="GlmMoeDsaForCausalLM", family="glm", is_moe=True, experts=256,
             experts_per_token=8, expert_intermediate_size=2048, shared_experts=1, attention="MLA", heads=64,
             mtp_layers=1, quantization="nvfp4")
-LLAMA = dict(name="Llama-3.1-70B", family="llama", is_moe=False, attention="GQA", heads=64, kv_heads=8, quantization="bf16")
+LLAMA = dict(name="Llama-3.1-70B", family="llama", is_moe=False, attention="GQA", heads=64, kv_heads=8,
+             quantization="bf16")
 PRO6000 = dict(gpu="RTX PRO 6000 Blackwell", arch="SM120", count=8, interconnect="PCIe", numa_nodes=2)
 H100 = dict(gpu="H100", arch="SM90", count=8, interconnect="NVLink")
 
@@ -27,7 +28,8 @@ def bench(*points, single=None, io=(1000, 1000)):
                      ttft_ms={"median": ttft}, source=Where(path="bench.jsonl", line=i + 1))
             for i, (c, t, ttft) in enumerate(points)]
     if single:
-        runs.append(BenchRun(tool="sglang-bench", concurrency=1, output_throughput=single, tpot_ms={"median": 1000 / single}))
+        runs.append(BenchRun(tool="sglang-bench", concurrency=1, output_throughput=single,
+                             tpot_ms={"median": 1000 / single}))
     return runs
 
 
@@ -40,14 +42,17 @@ def trace(cap=128, max_running=128, queued=0.9, usage=0.41, graph_false=0, max_g
     for e in events:
         counts[e.kind] = counts.get(e.kind, 0) + 1
     return ServerTrace(engine="sglang", source="server.log", startup=startup, events=list(events),
-                       stats={"samples": 100, "running_max": max_running, "queue_nonzero_frac": queued, "queued_max": 64,
+                       stats={"samples": 100, "running_max": max_running, "queue_nonzero_frac": queued,
+                              "queued_max": 64,
                               "token_usage_max": usage, "cuda_graph_false": graph_false,
                               "cuda_graph_false_running_max": max_graph_false, "events": counts})
 
 
-MOE_EVENT = Event(kind="moe-default-config", where=Where(path="server.log", line=7), text="Using default MoE kernel config",
+MOE_EVENT = Event(kind="moe-default-config", where=Where(path="server.log", line=7),
+                  text="Using default MoE kernel config",
                   data={"E": 257, "N": 256, "device_name": "NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition",
-                        "path": "/x/configs/triton_3_4_0/E=257,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"})
+                        "path": "/x/configs/triton_3_4_0/"
+                                "E=257,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"})
 
 
 def run_rule(name, engine="sglang", version="0.5.8", model=None, hw=None, args=None, runs=(), traces=()):
@@ -73,7 +78,8 @@ def test_running_cap_fires_when_pinned_with_queue():
 
 
 def test_running_cap_vllm_uses_max_num_seqs():
-    p = run_rule("running-request-cap", engine="vllm", version="0.11.0", runs=bench((8, 3307, 50), (16, 3940, 120), (32, 3082, 400)),
+    p = run_rule("running-request-cap", engine="vllm", version="0.11.0",
+                 runs=bench((8, 3307, 50), (16, 3940, 120), (32, 3082, 400)),
                  traces=[trace(cap=8, max_running=8, tokens=None)], args={"max_num_seqs": 8})
     assert flag(p, "--max-num-seqs").new == 32
 
@@ -94,14 +100,16 @@ def test_running_cap_quiet_when_no_queue_and_scaling():
 
 
 def test_cuda_graph_fires_on_eager_decode_batches():
-    p = run_rule("cuda-graph-ceiling", traces=[trace(cap=512, max_running=300, graph_false=40, max_graph_false=300, queued=0.0)],
+    p = run_rule("cuda-graph-ceiling",
+                 traces=[trace(cap=512, max_running=300, graph_false=40, max_graph_false=300, queued=0.0)],
                  runs=bench((128, 2000, 100), (256, 2100, 200), (512, 2150, 900)), args={"cuda_graph_max_bs": 160})
     change = flag(p, "--cuda-graph-max-bs")
     assert change.new >= 300 and change.new % 8 == 0 and change.current == 160
 
 
 def test_cuda_graph_flag_name_follows_the_version():
-    p = run_rule("cuda-graph-ceiling", version="0.5.23", traces=[trace(cap=512, max_running=300, graph_false=40, max_graph_false=300)])
+    p = run_rule("cuda-graph-ceiling", version="0.5.23",
+                 traces=[trace(cap=512, max_running=300, graph_false=40, max_graph_false=300)])
     assert p.changes[0].flag == "--cuda-graph-max-bs-decode"
 
 
@@ -121,9 +129,11 @@ def test_cuda_graph_quiet_when_batches_fit():
 
 
 def test_kv_capacity_fires_on_retractions_and_offers_fp8_kv_on_hopper():
-    retracts = [Event(kind="retract", where=Where(path="server.log", line=i), text="KV cache pool is full. Retract requests.")
+    retracts = [Event(kind="retract", where=Where(path="server.log", line=i),
+                      text="KV cache pool is full. Retract requests.")
                 for i in range(12)]
-    p = run_rule("kv-cache-capacity", hw=H100, traces=[trace(usage=0.99, events=retracts)], args={"mem_fraction_static": 0.85})
+    p = run_rule("kv-cache-capacity", hw=H100, traces=[trace(usage=0.99, events=retracts)],
+                 args={"mem_fraction_static": 0.85})
     assert flag(p, "--mem-fraction-static").new == 0.89
     assert flag(p, "--kv-cache-dtype").new == "fp8_e4m3"
     assert p.severity == "severe"
@@ -142,7 +152,8 @@ def test_scheduler_fires_when_queue_with_low_usage_below_cap():
 
 
 def test_scheduler_quiet_when_memory_is_full():
-    assert run_rule("scheduler-conservativeness", traces=[trace(cap=256, max_running=250, usage=0.97, queued=0.8)]) is None
+    assert run_rule("scheduler-conservativeness",
+                    traces=[trace(cap=256, max_running=250, usage=0.97, queued=0.8)]) is None
 
 
 # ---------------------------------------------------------------- KB105
@@ -172,7 +183,8 @@ def test_moe_warning_is_a_red_herring_on_another_backend():
 
 def test_moe_model_without_a_log_gets_a_low_reminder_to_check():
     p = run_rule("moe-kernel-config", model=GLM5, hw=H100, args={"tp_size": 8})
-    assert p.severity == "low" and p.title.startswith("Check") and any("tuning_fused_moe_triton" in c for c in p.commands)
+    assert p.severity == "low" and p.title.startswith("Check") and any("tuning_fused_moe_triton" in c
+                                                                       for c in p.commands)
 
 
 def test_moe_tuning_passes_ep_size():
@@ -215,7 +227,8 @@ def test_blackwell_nvfp4_moe_gets_flashinfer_cutlass():
 
 def test_moe_backend_quiet_on_hopper_or_when_set():
     assert run_rule("moe-runner-backend", model=GLM5, hw=H100) is None
-    assert run_rule("moe-runner-backend", model=GLM5, hw=PRO6000, args={"moe_runner_backend": "flashinfer_cutlass"}) is None
+    assert run_rule("moe-runner-backend", model=GLM5, hw=PRO6000,
+                    args={"moe_runner_backend": "flashinfer_cutlass"}) is None
 
 
 # ---------------------------------------------------------------- KB107
@@ -229,7 +242,8 @@ def test_dp_attention_for_mla_moe_under_kv_pressure():
 
 
 def test_dp_attention_quiet_for_gqa_model():
-    assert run_rule("dp-attention", model=LLAMA, hw=H100, args={"tp_size": 8}, runs=bench((64, 2000, 100), (128, 2100, 300))) is None
+    assert run_rule("dp-attention", model=LLAMA, hw=H100, args={"tp_size": 8},
+                    runs=bench((64, 2000, 100), (128, 2100, 300))) is None
 
 
 # ---------------------------------------------------------------- KB108
@@ -251,7 +265,8 @@ def test_pcie_rule_reports_under_pcie_topology_so_pcie_findings_are_cited():
 
 def test_pcie_tp4_becomes_tp2_pp2():
     l40s = dict(gpu="L40S", arch="SM89", count=4, interconnect="PCIe")
-    p = run_rule("pcie-topology", engine="vllm", version="0.11.0", model=LLAMA, hw=l40s, args={"tensor_parallel_size": 4})
+    p = run_rule("pcie-topology", engine="vllm", version="0.11.0", model=LLAMA, hw=l40s,
+                 args={"tensor_parallel_size": 4})
     assert flag(p, "--tensor-parallel-size").new == 2 and flag(p, "--pipeline-parallel-size").new == 2
     assert any("custom all-reduce" in n for n in p.notes)
 

@@ -5,14 +5,15 @@ import json
 import os
 
 import pytest
-
 from conftest import DATA
+
 from ingest.run import read_run
 
 SAMPLES = DATA / "samples"
 # console tables of GenAI-Perf / AIPerf / GuideLLM are not parsed: their JSON exports are
 CONSOLE_ONLY = ("_console.txt",)
-NOT_RUN_FILES = ("live", "prometheus")  # HTTP answers of live servers and Prometheus (kb probe, kb diagnose --prometheus)
+NOT_RUN_FILES = ("live",
+                 "prometheus")  # HTTP answers of live servers and Prometheus (kb probe, kb diagnose --prometheus)
 
 
 def sample_files():
@@ -62,7 +63,9 @@ def test_mixed_terminal_capture_yields_each_part(tmp_path):
 def test_launch_option_is_parsed_into_server_args(tmp_path):
     log = tmp_path / "s.log"
     log.write_text((SAMPLES / "sglang_logs" / "p2_grok2_v052rc2_tp8_startup.log").read_text())
-    ev = read_run([log], launch="python -m sglang.launch_server --model-path 'my models/x' --tp-size 4 --max-running-requests 64")
+    ev = read_run([log],
+                  launch="python -m sglang.launch_server --model-path 'my models/x' --tp-size 4 "
+                         "--max-running-requests 64")
     assert ev.server_args["tp_size"] == "4" and ev.model_path == "my models/x"
     assert ev.launch_argv[:3] == ["python", "-m", "sglang.launch_server"]
 

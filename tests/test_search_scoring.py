@@ -8,10 +8,10 @@ import json
 import math
 
 import pytest
+from conftest import DATA
 from whoosh import query as Q
 from whoosh.analysis import StemmingAnalyzer
 
-from conftest import DATA
 from ingest.detect import load_findings
 from kb import index as kbindex
 from kb.search import ask
@@ -75,7 +75,7 @@ def assert_same(s, question, limit=20):
     ws = words(question)
     ours, theirs = kbindex._bm25f(s, ws, limit), reference_ranking(s, ws, limit)
     assert [d for d, _ in ours] == [d for d, _ in theirs], question
-    for (_, a), (_, b) in zip(ours, theirs):
+    for (_, a), (_, b) in zip(ours, theirs, strict=True):
         assert a == pytest.approx(b, rel=1e-9), question
 
 
@@ -114,7 +114,8 @@ def test_same_scores_as_whoosh_with_segments_and_deletions(tmp_path, monkeypatch
     # and through kb ask: the rewritten note is found by its new words, not its old ones
     assert ask(store.index_dir, "quuxbridge", limit=1)[0].finding.id == "note-0"
     assert "note-0" not in [a.finding.id for a in ask(store.index_dir, "plateau at 128 concurrency, case 0", limit=5)]
-    assert {"note-1", "note-2"} <= {a.finding.id for a in ask(store.index_dir, "plateau at 128 concurrency, case", limit=5)}
+    assert {"note-1",
+            "note-2"} <= {a.finding.id for a in ask(store.index_dir, "plateau at 128 concurrency, case", limit=5)}
 
 
 def test_a_word_counts_once_however_many_fields_hold_it(shipped):

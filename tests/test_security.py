@@ -10,12 +10,9 @@ import json
 import os
 import shlex
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
-
 from conftest import DATA, ROOT
 
 SCENARIO = DATA / "scenarios" / "glm5-rtx-pro-6000"
@@ -114,7 +111,8 @@ def hostile_run(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     log = SGLANG_LOG.read_text().splitlines()
-    log.insert(1, f"[2025-09-02 14:19:42] server_args=ServerArgs(model_path='/m/{inject}', api_key='{SECRETS['apikey']}', "
+    log.insert(1,
+               f"[2025-09-02 14:19:42] server_args=ServerArgs(model_path='/m/{inject}', api_key='{SECRETS['apikey']}', "
                   f"hf_token='{HF}', json_model_override_args='{{\"api_key\": \"{SECRETS['nested']}\"}}', "
                   f"speculative_config={{'auth': {{'password': '{SECRETS['pw']}'}}}}, tp_size=8)")
     log.append(f"[2025-09-02 14:19:43 TP0] RuntimeError: CUDA error: request to https://u:{SECRETS['pw']}@hub "
@@ -148,7 +146,7 @@ export HF_TOKEN={HF}
 curl -H "Authorization: Bearer {SECRETS['bearer']}" http://127.0.0.1:30000/v1/models
 OPENAI_API_KEY={SK} python -m sglang.launch_server --model-path m --trust-remote-code --api-key {SECRETS['apikey']} --max-running-requests 256 {inject}
 ```
-""")
+""")  # noqa: E501 (the launch command is one long line, as pasted)
     return run, sentinel
 
 

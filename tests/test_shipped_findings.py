@@ -2,15 +2,19 @@
 
 import json
 import re
+from itertools import combinations
 from pathlib import Path
 
 import pytest
 
 from ingest.detect import split_paths
 from ingest.markdown import read_findings
+from kb.command_check import block_version, check_launch, launch_commands
+from kb.flagdata import version_key, versions
 from kb.store import STORIES_DIR, findings_files, not_findings, shipped_findings_dir, shipped_source_file
-ENGINES = ("sglang", "vllm", "trtllm", "any")
 from kb.vocab import FIX_CLASSES
+
+ENGINES = ("sglang", "vllm", "trtllm", "any")
 
 KB = Path(__file__).resolve().parents[1] / "kb"
 
@@ -97,14 +101,10 @@ def test_coverage_of_engines_gpus_and_models(shipped):
 
 # ---- quality gates (issue 22 item 4) ----
 
-from itertools import combinations
-
-from kb.command_check import block_version, check_launch, launch_commands
-from kb.flags import _vkey, versions
-
 # An angle-bracketed word is a placeholder (`<model>`, `<GB>`), except the literal tags that
 # chat templates put in model output, which findings about reasoning/tool calls must quote.
-_PLACEHOLDER = re.compile(r"<(?!/?(?:think|tool_call)>)[A-Za-z_][A-Za-z0-9_ .-]*>|\bTODO\b|\bXXX\b|\bMODEL_NAME\b|/path/to\b")
+_PLACEHOLDER = re.compile(r"<(?!/?(?:think|tool_call)>)[A-Za-z_][A-Za-z0-9_ "
+                          r".-]*>|\bTODO\b|\bXXX\b|\bMODEL_NAME\b|/path/to\b")
 
 # Flags from releases older than the oldest flag catalog, which no catalog can confirm.
 # Each entry is checked by hand against that release's docs; the test fails on any other.
@@ -201,7 +201,7 @@ def test_launch_commands_parse_under_their_versions_flag_catalog(shipped):
     for f, engine, version, argv in _launches(shipped):
         checked += 1
         problems = check_launch(engine, version, argv)
-        if version and _vkey(version) < _vkey(oldest[engine]):
+        if version and version_key(version) < version_key(oldest[engine]):
             problems = [p for p in problems if (engine, p.split()[0]) not in PRE_CATALOG_FLAGS]
         if problems:
             failed.append(f"{f.id} ({engine} {version or 'newest'}): {problems}")
@@ -220,7 +220,8 @@ def test_command_check_reports_unknown_and_accepts_renames():
     assert check_launch("sglang", "0.5.23", ["--model-path", "m", "--cuda-graph-max-bs", "64"]) == []
     # a version between catalogs: a flag of the newer bracketing catalog is accepted
     assert check_launch("vllm", "0.19.1", ["m", "--kv-offloading-backend", "native"]) == []
-    assert launch_commands("export A=1\nvllm serve m \\\n  --max-num-seqs 8 # note") == [("vllm", ["m", "--max-num-seqs", "8"])]
+    assert launch_commands("export A=1\nvllm serve m \\\n  --max-num-seqs 8 # note") == [("vllm",
+                                                                                          ["m", "--max-num-seqs", "8"])]
 
 
 

@@ -41,7 +41,8 @@ def test_goodput_counts_only_requests_meeting_every_objective():
     assert r["goodput_req_s"] == 1.0 and r["goodput_tok_s"] == 11.0
     assert not r["meets"] and r["violations"] == ["ttft_p90<=100ms: 120.0 ms"]
     failed = outs + [Outcome(ok=False, error="HTTP 500")]
-    assert "1 of 5 requests failed" in slo.evaluate(objs, failed, 2.0, {"p90_ttft_ms": 1, "median_tpot_ms": 1})["violations"]
+    assert "1 of 5 requests failed" in slo.evaluate(objs, failed, 2.0,
+                                                    {"p90_ttft_ms": 1, "median_tpot_ms": 1})["violations"]
 
 
 def test_find_max_brackets_then_bisects_and_names_the_broken_objective():
@@ -136,7 +137,7 @@ def test_sigint_to_kb_tune_stops_the_server(tmp_path):
     script = tmp_path / "slow.py"
     script.write_text("import time\nwhile True: time.sleep(1)\n")
     env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
-    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", f"vllm serve m --port 1 --model x",
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", "vllm serve m --port 1 --model x",
                              "--out-dir", str(tmp_path / "runs")], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     # `vllm serve` is not on PATH here: the start fails at once and kb says so (exit 1)
@@ -149,7 +150,6 @@ def test_sigint_to_kb_tune_stops_the_server(tmp_path):
     for d in (mod.parent.parent, mod.parent, mod):
         (d / "__init__.py").write_text("")
     (mod / "api_server.py").write_text("import time\nprint('starting', flush=True)\nwhile True: time.sleep(1)\n")
-    wrapper = mod / "api_server.py"
     launch = f"PYTHONPATH={tmp_path / 'fake'} {sys.executable} -m vllm.entrypoints.openai.api_server --model x"
     proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "--out-dir",
                              str(tmp_path / "runs2")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

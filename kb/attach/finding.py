@@ -8,6 +8,7 @@ from kb.attach.context import context, sources
 from kb.attach.measure import measure
 from kb.attach.request import Request
 from kb.errors import KbError
+from kb.launchcmd import render as render_command
 from kb.records import Context, Finding, Gain
 from kb.redact import redact_data, redact_text
 
@@ -75,8 +76,6 @@ def build(req: Request) -> tuple[Finding, list[str]]:
     fix = _one_line(req.fix or req.title) + (f" (changed: {', '.join(m.changes)})" if m.changes else "")
     commands = [c.strip() for c in req.commands if c.strip()]
     if not commands and m.evs and m.evs[0].launch_argv:
-        from kb.launchcmd import render as render_command
-
         commands = [render_command(m.evs[0].launch_argv, m.evs[0].launch_env)]
     classes, why = _fix_classes(req.fix_classes, [c.split()[0] for c in m.changes if c.startswith("`--")],
                                 " ".join([fix, req.title or "", *commands]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.run import read_run
 from kb.attach.context import changed_args
 from kb.attach.gains import confidence, gains, observed, spread_notes
 from kb.attach.request import Request
@@ -16,8 +17,6 @@ from kb.records import BenchRun, Gain
 
 
 def _read(paths: list[Path], req: Request) -> RunEvidence:
-    from ingest.run import read_run
-
     ev = read_run(list(paths), config=req.config, gpu=req.gpu, engine=req.engine)
     if not ev.bench:
         raise InputError(", ".join(map(str, paths)), "no benchmark results found (sglang/vLLM bench_serving, "

@@ -7,14 +7,12 @@ from kb.attach.writer import AttachResult
 
 
 def report(res: AttachResult) -> str:
-    from kb.render import context_line
-
     f = res.finding
     if res.action == "duplicate":
         head = f"duplicate: {res.id} (in {res.path}) already records this fix in this context; nothing written"
     else:
         head = f"{res.action} {res.id} {'to' if res.action == 'written' else 'in'} {res.path}"
-    out = [head, f"  title       {f.title}", f"  context     {context_line(f) or 'unknown'}",
+    out = [head, f"  title       {f.title}", f"  context     {f.context.line() or 'unknown'}",
            f"  fix         {f.fix}", f"  fix classes {', '.join(f.fix_classes)}", f"  confidence  {f.confidence}"]
     out += [f"  command     {c}" for c in f.commands]
     if f.gains:

@@ -7,12 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ingest.detect import load_findings
 from ingest.markdown import finding_spans, parse_findings, render, slug
+from kb import index as kbindex
 from kb.attach.finding import UNCLASSIFIED, build
 from kb.attach.gains import CONFIDENCE_ORDER
 from kb.attach.request import Request
 from kb.errors import KbError, NotFoundError
 from kb.records import Finding
+from kb.render import finding_json
 from kb.store import Store, atomic_write, file_lock, shipped_findings_dir
 
 HEADER = "# Attached findings\n\nFindings recorded with `kb attach` (format: findings/FORMAT.md).\n"
@@ -27,8 +30,6 @@ class AttachResult:
     warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        from kb.render import finding_json
-
         return {"id": self.id, "path": self.path, "action": self.action,
                 "finding": finding_json(self.finding), "warnings": self.warnings}
 
@@ -147,8 +148,6 @@ def _locate(store: Store, fid: str, target: Path, load) -> Path:
 
 def attach(req: Request, store: Store | None = None) -> AttachResult:
     """Build the finding from the runs and options, then write it (or report a near-duplicate)."""
-    from ingest.detect import load_findings
-
     store = store or Store()
     finding, warnings = build(req)
     target = Path(req.to).expanduser() if req.to else store.user_findings_dir / "attached.md"
@@ -164,8 +163,6 @@ def attach(req: Request, store: Store | None = None) -> AttachResult:
 
 
 def _write(store: Store, target: Path, req: Request, finding: Finding, warnings: list[str], load) -> AttachResult:
-    from kb import index as kbindex
-
     store.sync(load)
     indexed = kbindex.all_records(store.index_dir)
     if req.update:

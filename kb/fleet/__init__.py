@@ -9,6 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kb.diagnose import diagnose
+from kb.fleet.collect import collect, duration, time_range
+from kb.fleet.report import build
+from kb.live.promapi import PromApi
+
 
 @dataclass
 class Query:
@@ -25,18 +30,12 @@ class Query:
 def from_prometheus(q: Query, thresholds: dict | None = None, findings: list | None = None):
     """The fleet report; with `findings`, the worst instance is diagnosed too (kb diagnose).
     Raises kb.errors.ServerError for Prometheus failures, collect.UsageError for bad options."""
-    from kb.fleet.collect import collect, duration, time_range
-    from kb.fleet.report import build
-    from kb.live.promapi import PromApi
-
     start, end = time_range(q.since, q.start, q.end)
     step = duration(q.step, "--step")
     with PromApi(q.url, token=q.token, user=q.user) as api:
         answers = collect(api, q.selector, start, end, step)
     fleet = build(answers, thresholds)
     if findings is not None:
-        from kb.diagnose import diagnose
-
         fleet.diagnosis = diagnose(fleet.worst.ev, findings, thresholds)
         router = next((v for v in fleet.verdicts if v.scope == "confined" and "router" in v.text), None)
         if router:

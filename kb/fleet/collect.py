@@ -65,7 +65,8 @@ def timestamp(text: str, option: str) -> float:
     try:
         d = datetime.fromisoformat(t.replace("Z", "+00:00"))
     except ValueError:
-        raise UsageError(f"{option}: expected RFC 3339 time (2026-12-01T15:00:00Z) or Unix seconds, got {text!r}") from None
+        raise UsageError(f"{option}: expected RFC 3339 time (2026-12-01T15:00:00Z) or Unix seconds, "
+                         f"got {text!r}") from None
     if d.tzinfo is None:
         raise UsageError(f"{option}: give the time zone (e.g. a trailing Z for UTC): {text!r}")
     return d.timestamp()
@@ -241,7 +242,8 @@ def _collect_engine(api: PromApi, plan: _Plan, engine: str, a: Answers, extra: s
         scalar("prefix_hit_rate", f"sum by ({GROUP}) (increase({plan.sel(name('prefix_hits'), extra)}[{rng}])) / "
                                   f"sum by ({GROUP}) (increase({plan.sel(name('prefix_queries'), extra)}[{rng}]))")
     elif name("prefix_hit_rate"):
-        scalar("prefix_hit_rate", f"max by ({GROUP}) (avg_over_time({plan.sel(name('prefix_hit_rate'), extra)}[{rng}]))")
+        scalar("prefix_hit_rate",
+               f"max by ({GROUP}) (avg_over_time({plan.sel(name('prefix_hit_rate'), extra)}[{rng}]))")
     # configuration
     if name("info"):
         for inst, rows in _by_instance(api.query(f"last_over_time({plan.sel(name('info'), extra)}[{rng}])", a.end),

@@ -14,8 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ingest.prometheus import Answers, iso, trace as make_trace, version_hint
+from kb.diagnose import report as diagnosis_report
 from kb.evidence import RunEvidence
-from kb.records import SEVERITY_ORDER, Signal, ServerTrace
+from kb.records import SEVERITY_ORDER, ServerTrace, Signal
+from kb.render import signal_lines
+from kb.signals import detect
 
 ROOM = 0.5  # another instance "has room" when it never ran more than half the pinned instance's cap, with no queue
 
@@ -88,8 +91,6 @@ class Fleet:
 
 
 def build(a: Answers, thresholds: dict | None = None) -> Fleet:
-    from kb.signals import detect
-
     names = a.names
     instances = []
     for name in sorted(a.engine):
@@ -123,7 +124,8 @@ def verdicts(instances: list[Instance]) -> list[Verdict]:
         others = [i for i in instances if i.name not in names]
         title, sev = worst[1].title, worst[1].severity
         if n == 1:
-            out.append(Verdict(sid, title, sev, "single", names, [], f"{title.lower()} on the only instance, {names[0]}"))
+            out.append(Verdict(sid, title, sev, "single", names, [],
+                               f"{title.lower()} on the only instance, {names[0]}"))
             continue
         if not others:
             out.append(Verdict(sid, title, sev, "fleet-wide", names, [],
@@ -187,8 +189,6 @@ def table(f: Fleet) -> list[str]:
 
 
 def report(f: Fleet, with_diagnosis: bool) -> str:
-    from kb.render import signal_lines
-
     a = f.answers
     out = [f"kb {'diagnose' if with_diagnosis else 'signals'} — Prometheus {a.url} · {a.selector} · "
            f"{iso(a.start)} → {iso(a.end)}, step {a.step:g} s (rate window {a.window:g} s)", ""]
@@ -203,8 +203,6 @@ def report(f: Fleet, with_diagnosis: bool) -> str:
     if f.worst.signals:
         out.append(f"  worst instance: {f.worst.name}")
     if with_diagnosis and f.diagnosis is not None:
-        from kb.diagnose import report as diagnosis_report
-
         out += ["", f"Diagnosis of the worst instance, {f.worst.name}", ""]
         out.append(diagnosis_report(f.diagnosis))
     else:

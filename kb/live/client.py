@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import httpx
 
 from kb.errors import ServerError
+from kb.redact import register_secret
 
 INFO_CAP = 1 * 2**20  # bytes of an info endpoint's answer
 METRICS_CAP = 16 * 2**20  # bytes of a /metrics answer
@@ -74,8 +75,6 @@ def join(base: httpx.URL, path: str) -> httpx.URL:
 def headers(api_key: str | None) -> dict[str, str]:
     h = {"User-Agent": "kb-live/1", "Accept": "application/json, text/plain;q=0.9, */*;q=0.5"}
     if api_key:
-        from kb.redact import register_secret
-
         register_secret(api_key)  # a server that repeats it back gets it redacted in all kb shows or keeps
         h["Authorization"] = f"Bearer {api_key}"
     return h
@@ -102,22 +101,22 @@ def describe_error(e: BaseException, url: httpx.URL, timeouts: Timeouts | None =
         if "name or service" in text or "nodename" in text or "resolution" in text or "getaddrinfo" in text:
             return f"{where}: host name does not resolve"
         if "ssl" in text or "certificate" in text:
-            return f"{where}: TLS handshake failed ({_short(e)})"
-        return f"{where}: cannot connect ({_short(e)})"
+            return f"{where}: TLS handshake failed ({error_line(e)})"
+        return f"{where}: cannot connect ({error_line(e)})"
     if isinstance(e, httpx.RemoteProtocolError):
-        return f"{where}: the server closed the connection or broke the HTTP protocol ({_short(e)})"
+        return f"{where}: the server closed the connection or broke the HTTP protocol ({error_line(e)})"
     if isinstance(e, httpx.ReadError):
-        return f"{where}: the connection broke while reading ({_short(e)})"
+        return f"{where}: the connection broke while reading ({error_line(e)})"
     if isinstance(e, httpx.TooManyRedirects):
         return f"{where}: too many redirects"
     if isinstance(e, httpx.HTTPError):
-        return f"{where}: {type(e).__name__}: {_short(e)}"
+        return f"{where}: {type(e).__name__}: {error_line(e)}"
     if isinstance(e, OSError):
         return f"{where}: {e.strerror or e}"
-    return f"{where}: {type(e).__name__}: {_short(e)}"
+    return f"{where}: {type(e).__name__}: {error_line(e)}"
 
 
-def _short(e: BaseException) -> str:
+def error_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     return text[:200]
 

@@ -14,9 +14,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from kb.errors import InputError, ServerError
+from ingest.hf_config import load_profile
+from ingest.run import read_run
+from kb.diagnose import diagnose, report as diag_report
+from kb.errors import InputError, KbError, ServerError
 from kb.live import client as cl
-from kb.live.probe import ProbeResult, probe
+from kb.live.probe import ProbeResult, probe, report as probe_report
 from kb.live.sweep import SweepOptions, SweepResult, sweep, table
 
 
@@ -58,9 +61,6 @@ def doctor(url: str, opts: SweepOptions, findings: list, out: Path, api_key: str
     """Probe, sweep (levels written to `out` as they finish), diagnose. A sweep that
     stops on a server error is still diagnosed from its finished levels; the caller
     reports the error after the report."""
-    from ingest.run import read_run
-    from kb.diagnose import diagnose
-
     if log is not None:
         if not log.is_file():
             raise InputError(log, "no such file (the server log given with --log)")
@@ -83,9 +83,6 @@ def doctor(url: str, opts: SweepOptions, findings: list, out: Path, api_key: str
 def _local_config(model_path: str) -> str | None:
     """The served model's config.json when this machine has it (a local directory or
     the Hugging Face cache; nothing is downloaded), else None."""
-    from ingest.hf_config import load_profile
-    from kb.errors import KbError
-
     try:
         load_profile(model_path)
     except (KbError, OSError, ValueError):
@@ -94,9 +91,6 @@ def _local_config(model_path: str) -> str | None:
 
 
 def report(r: DoctorResult) -> str:
-    from kb.diagnose import report as diag_report
-    from kb.live.probe import report as probe_report
-
     parts = [probe_report(r.probe), "", f"Sweep ({len(r.sweep.levels)} levels, written to {r.out})",
              table(r.sweep.levels)]
     if r.sweep.prompt_tokens:

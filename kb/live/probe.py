@@ -22,9 +22,10 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, Field
 
+from ingest.metrics_text import Scrape, vllm_cache_config
 from kb.errors import ServerError
 from kb.live import client as cl
-from kb.live.metrics import Scrape, vllm_cache_config
+from kb.redact import redact, redact_data
 
 # Server arguments shown by `kb probe` (all of them go to --json and to the sweep's server_info).
 TUNING_KEYS = {
@@ -75,8 +76,6 @@ class ProbeResult(BaseModel):
 
 
 def _redacted(args: dict) -> dict:
-    from kb.redact import redact, redact_data
-
     out = {}
     for k, v in args.items():
         if k in _DROP:
@@ -210,7 +209,8 @@ def _probe(c: httpx.Client, base: httpx.URL, t: cl.Timeouts) -> ProbeResult:
 def report(p: ProbeResult) -> str:
     out = [f"kb probe — {p.url}", ""]
     out.append(f"  engine          {p.engine or 'unknown'}" + (f" {p.version}" if p.version else ""))
-    out.append(f"  model           {p.model or '-'}" + (f" ({p.model_path})" if p.model_path and p.model_path != p.model else ""))
+    out.append(f"  model           {p.model or '-'}"
+               + (f" ({p.model_path})" if p.model_path and p.model_path != p.model else ""))
     out.append(f"  context length  {p.max_model_len:,} tokens" if p.max_model_len else "  context length  -")
     if p.startup.get("kv_cache_tokens"):
         blocks = p.startup.get("num_gpu_blocks")
@@ -224,7 +224,8 @@ def report(p: ProbeResult) -> str:
     if p.metrics.get("available"):
         v = p.metrics.get("values") or {}
         now = ", ".join(f"{k} {_fmt(v[k])}" for k in ("running", "waiting", "kv_cache_usage") if v.get(k) is not None)
-        out.append(f"  /metrics        {len(p.metrics.get('names') or {})} load figures" + (f"; now: {now}" if now else ""))
+        out.append(f"  /metrics        {len(p.metrics.get('names') or {})} load figures"
+                   + (f"; now: {now}" if now else ""))
     else:
         out.append("  /metrics        not available")
     out += ["", "Server arguments that matter for tuning"]

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import httpx
 
 from kb.errors import ServerError
-from kb.live.client import Timeouts, _short, checked_url, describe_error, shown
+from kb.live.client import Timeouts, checked_url, describe_error, error_line, shown
+from kb.redact import register_secret
 
 ANSWER_CAP = 16 * 2**20  # bytes of one API answer (a capped range query is ~7 MB, see kb/fleet/collect.py)
 ERROR_BODY_CAP = 4096
@@ -50,8 +51,6 @@ class PromApi:
         self.where = f"Prometheus at {shown(self.base)}"
         headers = {"User-Agent": "kb-fleet/1", "Accept": "application/json"}
         if self.token:
-            from kb.redact import register_secret
-
             register_secret(self.token)
             if self.user:
                 raw = base64.b64encode(f"{self.user}:{self.token}".encode()).decode()
@@ -153,7 +152,7 @@ def _envelope(status: int, text: str, path: str, where: str, had_token: bool):
                           f"is this Prometheus? ({head or 'empty answer'})")
     if doc["status"] == "error" or status >= 400:
         kind = doc.get("errorType") or "error"
-        msg = _short(Exception(str(doc.get("error") or "no message")))
+        msg = error_line(Exception(str(doc.get("error") or "no message")))
         raise ServerError(f"{where}: {path} answered HTTP {status} ({kind}): {msg}")
     return doc.get("data")
 

@@ -9,9 +9,9 @@ import time
 
 import httpx
 
+from ingest.metrics_text import Scrape, prefixes
 from kb.errors import ServerError
 from kb.live import client as cl
-from kb.live.metrics import Scrape, prefixes
 
 MAX_SAMPLES_PER_LEVEL = 600  # past this, every other sample is dropped and the interval doubled
 

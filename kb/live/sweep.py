@@ -32,8 +32,16 @@ from typing import Callable
 from kb.live import slo
 from kb.live.probe import ProbeResult
 from kb.live.runner import run_sweep
-from kb.live.sweep_options import (DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, SweepOptions, SweepResult, check_levels,
-                                   fit_lengths, parse_levels, parse_rates)
+from kb.live.sweep_options import (
+    DEFAULT_INPUT_LEN,
+    DEFAULT_OUTPUT_LEN,
+    SweepOptions,
+    SweepResult,
+    check_levels,
+    fit_lengths,
+    parse_levels,
+    parse_rates,
+)
 from kb.live.sweep_output import level_of, table
 
 # What callers of the sweep use, wherever it is defined.

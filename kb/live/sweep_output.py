@@ -78,7 +78,8 @@ def level_of(row: dict) -> float:
 def table(levels: list[dict]) -> str:
     rate = any(r.get("max_concurrency") is None for r in levels)
     has_slo = any(r.get("slo") for r in levels)
-    head = (f"  {'rate' if rate else 'conc':>5}  {'done':>5}  {'fail':>4}  {'total tok/s':>11}  {'out tok/s':>9}  {'TTFT p50':>9}  "
+    head = (f"  {'rate' if rate else 'conc':>5}  {'done':>5}  {'fail':>4}  {'total tok/s':>11}  {'out tok/s':>9}  "
+            f"{'TTFT p50':>9}  "
             f"{'TTFT p99':>9}  {'TPOT p50':>8}  {'ITL p95':>8}  {'running':>7}  {'waiting':>7}"
             + (f"  {'SLO met':>7}  {'goodput':>12}" if has_slo else ""))
     rows = [head]
@@ -88,7 +89,8 @@ def table(levels: list[dict]) -> str:
         wait = max((s.get("waiting") or 0 for s in samples), default=None)
         lv = level_of(r)
         sl = r.get("slo")
-        extra = (f"  {sl['met_share'] * 100:>6.1f}%  {sl['goodput_tok_s']:>8,.1f} tok/s" + ("" if sl["meets"] else "  ✗")
+        extra = (f"  {sl['met_share'] * 100:>6.1f}%  {sl['goodput_tok_s']:>8,.1f} tok/s"
+                 + ("" if sl["meets"] else "  ✗")
                  if sl else "")
         rows.append(f"  {lv:>5g}  {r['completed']:>5}  {r['failed']:>4}  {r['total_throughput']:>11,.1f}  "
                     f"{r['output_throughput']:>9,.1f}  {r['median_ttft_ms']:>7,.1f}ms  {r['p99_ttft_ms']:>7,.1f}ms  "

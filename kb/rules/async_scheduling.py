@@ -13,7 +13,7 @@ Fix: add `--async-scheduling`; measure, since gains depend on how host-bound the
 deployment is.
 """
 
-from kb.rules.base import Proposal, Rule, RuleContext
+from kb.rules.base import FlagChange, Proposal, Rule, RuleContext
 
 
 def check(ctx: RuleContext) -> Proposal | None:
@@ -22,8 +22,6 @@ def check(ctx: RuleContext) -> Proposal | None:
         return None
     if ctx.catalog.flags[flag].get("default") is not False:
         return None  # newer versions decide it themselves
-    from kb.rules.base import FlagChange
-
     hot = [s for s in ("throughput-plateau", "ttft-queueing", "low-single-stream-decode") if s in ctx.signals]
     return Proposal(title="Turn on vLLM async scheduling", severity="low",
                     rationale="the scheduler waits for each GPU step before preparing the next one.",

@@ -154,7 +154,8 @@ def target_running_cap(ctx: RuleContext) -> int | None:
 def kv_fit(ctx: RuleContext) -> int | None:
     """Requests of this benchmark's length that fit in the KV pool (start-up log)."""
     tokens = next((t.startup.get("max_total_num_tokens") or t.startup.get("kv_cache_tokens")
-                   for t in ctx.ev.traces if t.startup.get("max_total_num_tokens") or t.startup.get("kv_cache_tokens")), None)
+                   for t in ctx.ev.traces if t.startup.get("max_total_num_tokens") or t.startup.get("kv_cache_tokens")),
+                   None)
     lens = [(r.input_len or 0) + (r.output_len or 0) for r in ctx.ev.bench if r.input_len or r.output_len]
     if not tokens or not lens:
         return None

@@ -12,7 +12,7 @@ par-replicas-beat-tp8-qwen3-235b-h100). For single-stream latency the wider grou
 still win, so a latency-only benchmark keeps the rule quiet.
 
 Evidence: config.json (parameters, layers, KV heads) and GPU memory through kb
-launch's memory arithmetic (`kb.launch.fitting_group`, the same code `kb launch`
+launch's memory arithmetic (`kb.sizing.fitting_group`, the same code `kb launch`
 uses to choose its layout); TP/PP from the server arguments; the benchmark's load
 level and request length.
 
@@ -28,8 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kb import launchcmd
+from kb.flagdata import version_key
 from kb.records import Evidence
 from kb.rules.base import FlagChange, Proposal, Rule, RuleContext, Threshold, change, pow2_at_least
+from kb.sizing import default_fraction, fitting_group, memory
+from kb.vocab import quantization_in
 
 OFFLINE_TOOLS = ("vllm-throughput",)  # every prompt at once
 DEFAULT_PORT = {"sglang": 30000, "vllm": 8000}
@@ -65,8 +68,6 @@ def served_profile(ctx: RuleContext):
     """The model profile with the weight format of the checkpoint actually served: a
     config.json that declares no quantization (often the base model's) beside a served
     path that names one (`...-Instruct-2507-FP8`, `...-AWQ`) is sized by the name."""
-    from kb.vocab import quantization_in
-
     m = ctx.model
     named = quantization_in(ctx.ev.model_path or "") if ctx.ev.model_path else None
     if m and named and named not in ("bf16", "fp16") and m.quantization in (None, "bf16", "fp16"):
@@ -93,8 +94,8 @@ class Plan:
     """One TP group replaced by `replicas` smaller ones: the layout and its memory arithmetic."""
     tp: int  # the current group
     pp: int
-    lay: object  # kb.launch.Layout of one replica
-    mem: object  # kb.launch.Memory of one replica
+    lay: object  # kb.sizing.Layout of one replica
+    mem: object  # kb.sizing.Memory of one replica
     fraction: float
     context: int
     level: float  # highest benchmark load, 0 without one
@@ -126,8 +127,6 @@ def current_group(ctx: RuleContext) -> tuple[int, int] | None:
 def smaller_layout(ctx: RuleContext, m, tp: int, pp: int) -> Plan | None:
     """The smallest group that holds the weights and a useful KV pool (kb launch's own
     arithmetic), if smaller than the current one and able to hold its share of the load."""
-    from kb.launch import default_fraction, fitting_group, memory
-
     hw = ctx.hw
     group = tp * pp
     context, per_req = workload_context(ctx)
@@ -170,7 +169,8 @@ def layout_changes(ctx: RuleContext, plan: Plan) -> list[FlagChange]:
 
 def memory_note(ctx: RuleContext, plan: Plan) -> str:
     hw, lay, mem = ctx.hw, plan.lay, plan.mem
-    return (f"memory arithmetic ({hw.gpu}, {hw.memory_gb:g} GiB, fraction {plan.fraction:g}, context {plan.context:,}): "
+    return (f"memory arithmetic ({hw.gpu}, {hw.memory_gb:g} GiB, fraction {plan.fraction:g}, context "
+            f"{plan.context:,}): "
             f"TP{lay.tp}" + (f"×PP{lay.pp}" if lay.pp > 1 else "") + f" holds {mem.weights_per_gpu_gib:g} GiB of "
             f"weights per GPU and leaves {mem.kv_per_gpu_gib:g} GiB = {mem.kv_tokens:,} KV tokens per replica "
             f"({mem.full_context_requests} requests of the full context)")
@@ -183,7 +183,8 @@ def replica_changes(ctx: RuleContext, plan: Plan, changes: list[FlagChange], moe
     lay, replicas = plan.lay, plan.replicas
     commands: list[str] = []
     if not moe_vllm:
-        c_dp = change(ctx, "dp", replicas, f"{replicas} independent replicas of TP{lay.tp} on the same {plan.group} GPUs")
+        c_dp = change(ctx, "dp", replicas,
+                      f"{replicas} independent replicas of TP{lay.tp} on the same {plan.group} GPUs")
         if not c_dp:
             return None
         changes = [*changes, c_dp]
@@ -248,16 +249,12 @@ def check(ctx: RuleContext) -> Proposal | None:
 
 
 def _older_than_catalog(ctx: RuleContext) -> bool:
-    from kb.flags import _vkey
-
     v = ctx.ev.engine_version
-    return bool(v) and _vkey(v) < _vkey(ctx.catalog.version)
+    return bool(v) and version_key(v) < version_key(ctx.catalog.version)
 
 
 def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size: int) -> list[str]:
     """One server per replica on its own GPUs and port (works on every version)."""
-    from kb.recommend import _aliases
-
     base = launchcmd.current(ctx.ev, ctx.engine, ctx.catalog)
     port_flag = ctx.catalog.flag_for("port") or "--port"
     port = _int(ctx.arg("port")) or DEFAULT_PORT[ctx.engine]
@@ -266,7 +263,7 @@ def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size:
     out = []
     for i in range(replicas):
         ids = ",".join(gpus[i * size:(i + 1) * size]) or ",".join(str(j) for j in range(i * size, (i + 1) * size))
-        argv = launchcmd.apply(base.argv, [(c.flag, c.new, _aliases(ctx.catalog, c.flag))
+        argv = launchcmd.apply(base.argv, [(c.flag, c.new, ctx.catalog.spellings(c.flag))
                                       for c in changes if c.setting != "dp"] + [(port_flag, port + i, [])])
         env = {**ctx.ev.launch_env, "CUDA_VISIBLE_DEVICES": ids}
         out.append(base.command(argv, env, " &"))
@@ -274,7 +271,8 @@ def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size:
 
 
 RULE = Rule(id="KB112", name="data-parallel-replicas", title="Tensor parallelism wider than the model needs",
-            fix_class="data-parallel-replicas", signals=("throughput-plateau", "running-cap-with-queue", "ttft-queueing"),
+            fix_class="data-parallel-replicas",
+            signals=("throughput-plateau", "running-cap-with-queue", "ttft-queueing"),
             needs=("model-config", "gpu-memory", "server-args"), severity="moderate",
             reads="config.json (parameters, layers, KV heads), GPU memory, the TP size from the server arguments, "
                   "and no latency-only benchmark",

@@ -62,7 +62,8 @@ def explain_text(e: dict) -> str:
                        ("fix", "Fix")):
         if e.get(key):
             out.append(f"  {label}: {e[key]}")
-    out.append("  Needs: " + ("; ".join(f"{n} ({m})" for n, m in e["needs_meaning"].items()) or "nothing beyond the engine"))
+    out.append("  Needs: "
+               + ("; ".join(f"{n} ({m})" for n, m in e["needs_meaning"].items()) or "nothing beyond the engine"))
     out.append("  Reads signals: " + (", ".join(e["signals"]) or "none"))
     if e["thresholds"]:
         out.append("  Thresholds (override in the --thresholds TOML file):")
@@ -110,7 +111,8 @@ def markdown() -> str:
                            ("evidence", "Evidence"), ("fix", "Fix")):
             if e.get(key):
                 out += [f"**{label}.** {e[key]}", ""]
-        out.append("**Needs:** " + ("; ".join(f"`{n.replace('|', ' or ')}` ({m})" for n, m in e["needs_meaning"].items())
+        out.append("**Needs:** "
+                   + ("; ".join(f"`{n.replace('|', ' or ')}` ({m})" for n, m in e["needs_meaning"].items())
                                     or "nothing beyond the engine"))
         out += ["", "**Reads signals:** " + (", ".join(f"`{s}`" for s in r.signals) or "none"), ""]
         if r.thresholds:

@@ -20,6 +20,7 @@ diagnosis, unless the run is throughput-bound.
 
 import re
 
+from kb.launchcmd import render
 from kb.rules.base import Proposal, Rule, RuleContext
 
 FP8_ARCHS = ("SM89", "SM90", "SM100", "SM103", "SM120", "SM121", "gfx942", "gfx950")
@@ -44,8 +45,6 @@ def check(ctx: RuleContext) -> Proposal | None:
     argv = ctx.ev.launch_argv
     commands = []
     if argv and path in argv:
-        from kb.launchcmd import render
-
         commands.append(render([fp8 if w == path else w for w in argv], ctx.ev.launch_env))
     return Proposal(title=f"Serve the FP8 checkpoint {fp8} on {ctx.arch()}", severity="low",
                     rationale=f"{path} runs with 16-bit weights on {ctx.arch()}, which has FP8 tensor cores; its "

@@ -34,9 +34,11 @@ def check(ctx: RuleContext) -> Proposal | None:
             changes.append(c)
     kv = ctx.arg("kv_cache_dtype")
     if ctx.arch() in FP8_KV_ARCHS and (not kv or kv == "auto"):
-        choice = next((x for x in ("fp8_e4m3", "fp8") if x in (ctx.catalog.choices(ctx.catalog.flag_for("kv_cache_dtype") or "") or [])), None)
+        choice = next((x for x in ("fp8_e4m3", "fp8")
+                       if x in (ctx.catalog.choices(ctx.catalog.flag_for("kv_cache_dtype") or "") or [])), None)
         if choice:
-            c = change(ctx, "kv_cache_dtype", choice, "FP8 KV entries take half the memory of BF16: about twice the tokens")
+            c = change(ctx, "kv_cache_dtype", choice,
+                       "FP8 KV entries take half the memory of BF16: about twice the tokens")
             if c:
                 changes.append(c)
                 notes.append("FP8 KV can cost accuracy on long contexts with some attention kernels: check quality")

@@ -51,7 +51,8 @@ def tuning_shape(ctx: RuleContext) -> dict | None:
     else:
         return None
     if not shape.get("device") and ctx.hw:
-        shape["device"] = ("NVIDIA " + ctx.hw.gpu if not ctx.hw.gpu.upper().startswith(("NVIDIA", "AMD")) else ctx.hw.gpu).replace(" ", "_")
+        shape["device"] = ("NVIDIA " + ctx.hw.gpu if not ctx.hw.gpu.upper().startswith(("NVIDIA", "AMD"))
+                           else ctx.hw.gpu).replace(" ", "_")
     return shape
 
 
@@ -83,9 +84,11 @@ def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
             copy = f"cp {shlex.quote(fname)} {shlex.quote(dest)}"
         else:
             copy = ("cp " + shlex.quote(fname) + ' "$(python -c \'import os, sglang, triton; '
-                    'print(os.path.join(os.path.dirname(sglang.__file__), "srt/layers/moe/moe_runner/triton_utils/configs", '
+                    'print(os.path.join(os.path.dirname(sglang.__file__), '
+                    '"srt/layers/moe/moe_runner/triton_utils/configs", '
                     '"triton_" + triton.__version__.replace(".", "_")))\')"/')
-        return [f"git clone --depth 1 --branch v{version} https://github.com/sgl-project/sglang.git sglang-src && cd sglang-src",
+        return [f"git clone --depth 1 --branch v{version} https://github.com/sgl-project/sglang.git sglang-src && cd "
+                "sglang-src",
                 shlex.join(tune) + f"  # writes {fname}", copy]
     save = "moe_configs"
     tune = ["python", "benchmarks/kernels/benchmark_moe.py", "--model", model, "--tp-size", str(tp), "--dtype", dtype,
@@ -112,7 +115,8 @@ def check(ctx: RuleContext) -> Proposal | None:
     if red_herring:
         notes.append(f"the server runs MoE on `{backend}`, not Triton: the Triton config is off the hot path")
     if unlogged and not sig and not plateau:
-        notes.append("no server log was given: look for `Using default MoE kernel config` in it; tune only if it is there")
+        notes.append("no server log was given: look for `Using default MoE kernel config` in it; tune only if it is "
+                     "there")
     return Proposal(
         title=("Default-MoE-config warning is a red herring here" if red_herring
                else f"Tune the fused-MoE kernel for E={shape['E']}, N={shape['N']} on this GPU" if sig or plateau

@@ -15,17 +15,8 @@ Fix: sglang `--moe-runner-backend flashinfer_cutlass` (SM120) or
 version has it. FlashInfer autotunes these kernels at start-up.
 """
 
+from kb.moebackend import BLACKWELL, pick_backend
 from kb.rules.base import Proposal, Rule, RuleContext, change
-
-BLACKWELL = ("SM100", "SM103", "SM120", "SM121")
-
-
-def pick_backend(arch: str, quant: str | None) -> str | None:
-    if arch in ("SM120", "SM121"):
-        return "flashinfer_cutlass" if quant == "nvfp4" else None
-    if quant == "mxfp4":
-        return "flashinfer_mxfp4"
-    return "flashinfer_trtllm" if quant in ("nvfp4", "fp8") else None
 
 
 def check(ctx: RuleContext) -> Proposal | None:

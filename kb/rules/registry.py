@@ -31,9 +31,7 @@ from kb.rules import (
     speculative_decoding,
 )
 from kb.rules.base import Proposal, Rule, RuleContext
-from kb.signals import DETECTORS
-from kb.signals import THRESHOLDS as SIGNAL_THRESHOLDS
-from kb.signals import load_thresholds as _load_table
+from kb.signals import DETECTORS, THRESHOLDS as SIGNAL_THRESHOLDS, load_thresholds as _load_table
 from kb.vocab import FIX_CLASSES
 
 # Evidence kinds a rule may need: (what it is, in words; whether this run has it).
@@ -83,7 +81,8 @@ def problems(rule: Rule) -> list[str]:
     out += [f"signal {s!r} is not a signal kb.signals detects ({', '.join(DETECTORS)})"
             for s in rule.signals if s not in DETECTORS]
     for need in rule.needs:
-        out += [f"needs {k!r}: not an evidence kind ({', '.join(EVIDENCE)})" for k in need.split("|") if k not in EVIDENCE]
+        out += [f"needs {k!r}: not an evidence kind ({', '.join(EVIDENCE)})" for k in need.split("|")
+                if k not in EVIDENCE]
     if rule.severity not in SEVERITIES:
         out.append(f"severity {rule.severity!r} is not one of {', '.join(SEVERITIES)}")
     out += [f"engine {e!r} is not one of {', '.join(ENGINES)}" for e in rule.engines if e not in ENGINES]
@@ -101,7 +100,8 @@ def validate(rules: tuple[Rule, ...] | list[Rule]) -> None:
     errors = [f"{r.id} {r.name}: {p}" for r in rules for p in problems(r)]
     for what in ("id", "name"):
         seen = [getattr(r, what) for r in rules]
-        errors += [f"rule {what} {v!r} used by more than one rule" for v in sorted({v for v in seen if seen.count(v) > 1})]
+        errors += [f"rule {what} {v!r} used by more than one rule"
+                   for v in sorted({v for v in seen if seen.count(v) > 1})]
     clash = sorted({r.id for r in rules} & set(SIGNAL_THRESHOLDS))
     errors += [f"rule id {c!r} is also a signal id: their thresholds would share one TOML table" for c in clash]
     if errors:

@@ -52,7 +52,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/event-stream")
         self.end_headers()
         out = int(body.get("max_tokens") or 1)
-        for i in range(out):
+        for _i in range(out):
             chunk = {"choices": [{"index": 0, "text": " w"}]}
             self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
             self.wfile.flush()

@@ -8,8 +8,6 @@ import shutil
 import signal
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from live.util import read_jsonl
 from live.fakes import FakeOpenAI, FullBacklog, SilentServer
+from live.util import read_jsonl
 from live.vllm_server import free_port
 
 SMALL = ["--input-len", "8", "--output-len", "8"]

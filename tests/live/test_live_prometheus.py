@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
