@@ -5,53 +5,14 @@ most, and building typer's command line costs more than answering (typer, its
 pydantic-based option parsing: ~0.2 s of a ~0.5 s `kb ask`). `python -m kb` and
 `kb.cli.main` try this parser first; anything it does not recognise — other options,
 `--run`, help, a bad value, shell completion — goes to typer, so usage and errors stay
-exactly as typer reports them. `print_answers` is the one place that prints answers,
-for both paths.
+exactly as typer reports them. Both paths make the same call (kb.app.KnowledgeBase.ask)
+and print the same result.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-from pathlib import Path
-
-
-def loader():
-    """ingest.detect.load_findings, imported when a source file has to be parsed: a
-    `kb ask` on an unchanged knowledge base never needs the parsers."""
-
-    def load_findings(*args, **kwargs):
-        from ingest.detect import load_findings as load
-
-        return load(*args, **kwargs)
-
-    return load_findings
-
-
-def print_answers(question: str, answers: list, as_json: bool, diag=None, echo=print) -> None:
-    from kb import render
-
-    if as_json:
-        out = {"question": question}
-        if diag:
-            out["run"] = {"signals": [s.model_dump(mode="json") for s in diag.signals],
-                          "recommendations": [r.model_dump(mode="json") for r in diag.recommendations[:3]]}
-        out["answers"] = [{"rank": i, "score": round(a.score, 3), **render.finding_json(a.finding)}
-                          for i, a in enumerate(answers, 1)]
-        echo(json.dumps(out, indent=2, ensure_ascii=False))
-        return
-    if diag:
-        echo("This run")
-        for s in diag.signals:
-            echo("\n".join(render.signal_lines(s, "  ", evidence=0)))
-        for r in diag.recommendations[:3]:
-            echo(f"  → {r.title}  [{r.rule}]" + (f"\n    $ {r.commands[0]}" if r.commands else ""))
-        echo("\nPast findings")
-    if not answers:
-        echo("no finding matches that question")
-        return
-    echo("\n\n".join(render.finding_summary(a.finding, i) for i, a in enumerate(answers, 1)))
 
 
 def parse(args: list[str]) -> tuple[str | None, str, int, bool] | None:
@@ -95,12 +56,10 @@ def main(args: list[str]) -> bool:
     from kb.errors import KbError
 
     try:
-        from kb.search import ask
-        from kb.store import Store
+        from kb.app import KnowledgeBase
 
-        store = Store(Path(home) if home else None)
-        answers = store.read(loader(), lambda d: ask(d, question, limit, None))
-        print_answers(question, answers, as_json, echo=_echo)
+        res = KnowledgeBase(home).ask(question, limit=limit)
+        _echo(res.json_text() if as_json else res.text())
     except KbError as e:
         from kb.redact import redact_text
 

@@ -41,6 +41,9 @@ class UsageError(KbError):
     """A usage mistake the option parser could not catch (exit 2, like typer's own)."""
 
 
-# What a rule or signal may raise on a server argument of an unexpected shape (a list where
-# one number was meant, text where a number was): that check is skipped with a warning.
-ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, ZeroDivisionError, OverflowError, AttributeError)
+# What a rule, signal or condition may raise on a server argument of an unexpected value:
+# a list or a dict where one number was meant (TypeError), text where a number was
+# (ValueError), a number too large to convert (OverflowError). That check is skipped with a
+# warning. Anything else (KeyError, AttributeError, ZeroDivisionError, ...) is a bug in
+# kb's own code and is not dressed up as "an unexpected server argument".
+ODD_VALUE = (TypeError, ValueError, OverflowError)

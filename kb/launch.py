@@ -14,7 +14,7 @@ import re
 from pydantic import BaseModel, Field
 
 from kb import launchcmd
-from kb.errors import KbError
+from kb.errors import KbError, UsageError
 from kb.flags import Catalog
 from kb.moebackend import backend_for
 from kb.records import Hardware, ModelProfile
@@ -86,13 +86,14 @@ def workload_from(spec: str | None, dataset: str | None, concurrency: int | None
     if spec and re.fullmatch(r"\s*\d+\s*:\s*\d+\s*", spec):
         isl, osl = (int(x) for x in spec.split(":"))
         if isl < 1 or osl < 1:
-            raise KbError(f"workload {spec!r}: expected positive INPUT:OUTPUT token counts, e.g. 1024:1024")
+            raise UsageError(f"workload {spec!r}: expected positive INPUT:OUTPUT token counts, e.g. 1024:1024")
         return Workload(input_len=isl, output_len=osl, concurrency=concurrency, source=f"given {isl}:{osl}")
     if spec:
-        raise KbError(f"workload {spec!r}: expected INPUT:OUTPUT token counts such as 1024:1024, or a benchmark file")
+        raise UsageError(f"workload {spec!r}: expected INPUT:OUTPUT token counts such as 1024:1024, or a benchmark "
+                         "file")
     if dataset:
         if dataset != "random":
-            raise KbError(f"dataset {dataset!r}: kb knows the length distribution of 'random' only")
+            raise UsageError(f"dataset {dataset!r}: kb knows the length distribution of 'random' only")
         isl, osl = RANDOM_DATASET[engine]
         return Workload(input_len=isl, output_len=osl, concurrency=concurrency,
                         source=f"{engine}'s benchmark random-dataset defaults")
@@ -334,3 +335,29 @@ def _flags(m, hw, engine, catalog: Catalog, lay: Layout, mem: Memory, kv_dtype: 
     if m.family in ("kimi", "glm", "deepseek") and m.architecture not in ("DeepseekV3ForCausalLM",):
         add("trust_remote_code", True, "the architecture ships its own modelling code", "input")
     return out
+
+
+def report(p: LaunchPlan, model: str, hw: Hardware) -> str:
+    """`kb launch`'s text: the command, its memory arithmetic, the sizing and every flag with why."""
+    m = p.memory
+    out = [launchcmd.one_line(f"# {p.engine} {p.version}: {model} on {hw.count}x {hw.gpu} ({hw.arch}, "
+                              f"{hw.interconnect})")]
+    if p.catalog_note:
+        out.append(launchcmd.one_line(f"# note: {p.catalog_note}"))
+    out += [p.command, "", "Memory (per GPU)",
+            f"  weights   {m.weights_total_gib:,.1f} GiB total ({m.weight_format}) over TP{m.tp} × PP{m.pp} = "
+            f"{m.weights_per_gpu_gib:,.2f} GiB" + (" (attention replicated per DP-attention rank)" if m.dp_attention
+                                                   else ""),
+            f"  usable    {m.gpu_memory_gib:g} GiB × {m.fraction} − reserve = {m.usable_per_gpu_gib:,.2f} GiB",
+            f"  KV cache  {m.kv_per_gpu_gib:,.2f} GiB / {m.kv_bytes_per_token_per_gpu:,} B per token ({m.kv_dtype}) = "
+            f"{m.kv_tokens:,} tokens" + (" (× DP attention ranks)" if m.dp_attention else ""),
+            f"  requests  {m.full_context_requests:,} at the full {m.context:,}-token context; running cap "
+            f"{m.max_running}",
+            "", "Sized for the workload"]
+    out += [f"  {line}" for line in p.sizing]
+    out += ["", "Flags"]
+    for f in p.flags:
+        val = "" if f.value is True else f" {f.value}"
+        out.append(f"  {f.flag}{val}\n      {f.why}  [{f.source}]")
+    out += [f"note: {n}" for n in p.notes]
+    return "\n".join(out)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kb import conditions as cond
+from kb.errors import ODD_VALUE
 from kb.evidence import RunEvidence, TextLine
 from kb.flagdata import load, version_key, versions
 from kb.flags import SETTINGS, Catalog
@@ -373,12 +374,9 @@ def check(c: Condition, f: Facts) -> Check:
     return Check(c, UNKNOWN, "not checkable")
 
 
-# a server argument of an unexpected shape (a list where one value was meant, `True` for
-# a path) leaves a condition unknown, never a traceback
-ODD_VALUE = (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError)
-
-
 def _safe_check(c: Condition, f: Facts) -> Check:
+    """A condition on a server argument of an unexpected value (a list where one value was
+    meant, `True` for a path) is unknown on this run, never a traceback."""
     try:
         return check(c, f)
     except ODD_VALUE as e:

@@ -91,3 +91,30 @@ def source_files(f: Finding) -> list[str]:
             lines = f":{s.line_start}-{s.line_end}" if s.line_start else ""
             out.append(f"source file: {local}{lines}")
     return out
+
+
+def answers_json(question: str, answers: list, diag=None) -> dict:
+    """`kb ask --json`: the answers, and with a run (`diag`, its diagnosis) its signals and top recommendations."""
+    out: dict = {"question": question}
+    if diag:
+        out["run"] = {"signals": [s.model_dump(mode="json") for s in diag.signals],
+                      "recommendations": [r.model_dump(mode="json") for r in diag.recommendations[:3]]}
+    out["answers"] = [{"rank": i, "score": round(a.score, 3), **finding_json(a.finding)}
+                      for i, a in enumerate(answers, 1)]
+    return out
+
+
+def answers_text(answers: list, diag=None) -> str:
+    """`kb ask`: with a run, its signals and top three recommendations first; then the findings."""
+    out = []
+    if diag:
+        out.append("This run")
+        out += ["\n".join(signal_lines(s, "  ", evidence=0)) for s in diag.signals]
+        out += [f"  → {r.title}  [{r.rule}]" + (f"\n    $ {r.commands[0]}" if r.commands else "")
+                for r in diag.recommendations[:3]]
+        out.append("\nPast findings")
+    if not answers:
+        out.append("no finding matches that question")
+    else:
+        out.append("\n\n".join(finding_summary(a.finding, i) for i, a in enumerate(answers, 1)))
+    return "\n".join(out)

@@ -165,9 +165,9 @@ def parse_candidate(text: str) -> list[tuple[str, object]]:
     try:
         words = shlex.split(text)
     except ValueError as e:
-        raise UsageError(f"--candidate {text!r}: {e}") from None
+        raise UsageError(f"candidate {text!r}: {e}") from None
     if not words or not words[0].startswith("--"):
-        raise UsageError(f"--candidate {text!r}: expected server flags, e.g. \"--max-num-seqs 64\"")
+        raise UsageError(f"candidate {text!r}: expected server flags, e.g. \"--max-num-seqs 64\"")
     _, pairs = split_args(["x", *words])
     return [(f, " ".join(v) if v else True) for f, v in pairs]
 
@@ -208,7 +208,7 @@ def refinements(changes: list[tuple[str, object]], argv_before: list[str]) -> li
 def _engine(argv: list[str]) -> str:
     cmd = parse_launch_command(shlex.join(argv))
     if cmd is None:
-        raise UsageError("--launch: expected a `vllm serve …` or `python -m sglang.launch_server …` command")
+        raise UsageError("launch: expected a `vllm serve …` or `python -m sglang.launch_server …` command")
     return cmd.engine
 
 
@@ -216,13 +216,13 @@ def _split_env(launch: str) -> tuple[dict[str, str], list[str]]:
     try:
         words = shlex.split(launch)
     except ValueError as e:
-        raise UsageError(f"--launch: {e}") from None
+        raise UsageError(f"launch: {e}") from None
     env = {}
     while words and "=" in words[0] and not words[0].startswith("-") and words[0].split("=", 1)[0].isidentifier():
         k, v = words.pop(0).split("=", 1)
         env[k] = v
     if not words:
-        raise UsageError("--launch: no command given")
+        raise UsageError("launch: no command given")
     return env, words
 
 

@@ -19,7 +19,7 @@ from conftest import DATA, ROOT
 
 from ingest.markdown import read_findings
 from kb import attach as kbattach, index as kbindex
-from kb.errors import KbError
+from kb.errors import KbError, UsageError
 from kb.redact import redact_text
 from kb.store import Store
 
@@ -185,9 +185,9 @@ def test_mismatched_levels_are_refused_naming_both_files(kb, kb_home, tmp_path):
     assert not attached(kb_home).exists()
 
 
-def test_unknown_fix_class_is_a_user_error(kb, pair):
+def test_unknown_fix_class_is_a_usage_error(kb, pair):
     p = kb("attach", "--before", pair[0], "--after", pair[1], "--fix", "x", "--fix-class", "faster-please")
-    assert p.returncode == 1 and "faster-please" in p.stderr and "moe-runner-backend" in p.stderr
+    assert p.returncode == 2 and "faster-please" in p.stderr and "moe-runner-backend" in p.stderr
 
 
 # ------------------------------------------------------------------ secrets
@@ -358,7 +358,7 @@ def test_plain_observation_without_runs(kb, kb_home):
 
 
 def test_fix_or_title_is_required():
-    with pytest.raises(KbError, match="--fix"):
+    with pytest.raises(UsageError, match="fix: say what changed"):
         kbattach.build(kbattach.Request(fix_classes=["nccl-tuning"]))
 
 

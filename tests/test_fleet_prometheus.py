@@ -194,13 +194,13 @@ def test_answer_over_the_cap_is_refused(kb, monkeypatch):
 
 
 @pytest.mark.parametrize("argv,words", [
-    (["--since", "5x"], "--since: expected a duration"),
-    (["--since", "1h", "--start", "1"], "--since cannot be combined"),
-    (["--start", "2026-01-01T00:00:00"], "--start and --end go together"),
+    (["--since", "5x"], "since: expected a duration"),
+    (["--since", "1h", "--start", "1"], "since cannot be combined"),
+    (["--start", "2026-01-01T00:00:00"], "start and end go together"),
     (["--start", "2026-01-01T00:00:00", "--end", "2026-01-01T01:00:00"], "give the time zone"),
-    (["--start", "200", "--end", "100"], "--end must be after --start"),
-    (["--selector", "job"], "--selector: expected label matchers"),
-    (["--step", "0s"], "--step: the duration must be positive"),
+    (["--start", "200", "--end", "100"], "end must be after start"),
+    (["--selector", "job"], "selector: expected label matchers"),
+    (["--step", "0s"], "step: the duration must be positive"),
 ])
 def test_usage_errors_exit_2(kb, argv, words):
     proc = kb("signals", "--prometheus", "http://127.0.0.1:9", *argv)

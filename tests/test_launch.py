@@ -290,10 +290,10 @@ def test_workload_read_from_a_benchmark_file(kb):
     assert "read from" in out["workload"]["source"] and out["workload"]["concurrency"] == 128
 
 
-def test_bad_workload_is_one_line_exit_1(kb):
+def test_bad_workload_is_one_line_usage_error(kb):
     proc = kb("launch", "--model", CFG / "p3_llama-3.1-70b-instruct.config.json", "--gpus", "4x H100", "--engine",
               "vllm", "--workload", "lots")
-    assert proc.returncode == 1 and "expected INPUT:OUTPUT" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.returncode == 2 and "expected INPUT:OUTPUT" in proc.stderr and "Traceback" not in proc.stderr
 
 
 CONFIGS = sorted(p.name for p in CFG.glob("*config.json") if not p.name.endswith("hf_quant_config.json"))

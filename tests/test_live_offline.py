@@ -299,8 +299,8 @@ def test_summarise_with_nothing_done_has_zero_rates():
     ((None, None), 512, (256, 256), None),             # exactly: vLLM and sglang accept prompt + output == context
     ((None, None), None, (256, 256), None),            # context unknown
     ((None, None), 300, (150, 150), "input 150 + output 150 tokens instead of the default 256 + 256"),
-    ((400, None), 512, (400, 112), "output length 112 tokens, not the default 256, beside --input-len 400"),
-    ((None, 500), 512, (12, 500), "input length 12 tokens, not the default 256, beside --output-len 500"),
+    ((400, None), 512, (400, 112), "output length 112 tokens, not the default 256, beside input_len 400"),
+    ((None, 500), 512, (12, 500), "input length 12 tokens, not the default 256, beside output_len 500"),
     ((32, 64), 512, (32, 64), None),
 ])
 def test_fit_lengths_fits_defaults_and_says_so(given, ctx, want, note):
@@ -315,8 +315,8 @@ def test_fit_lengths_fits_defaults_and_says_so(given, ctx, want, note):
 
 
 @pytest.mark.parametrize("given, ctx, words", [
-    ((400, 200), 512, "--input-len 400 + --output-len 200 = 600 tokens do not fit the server's context of 512 tokens"),
-    ((512, None), 512, "--input-len 512 tokens leave no room in the server's context of 512 tokens"),
+    ((400, 200), 512, "input_len 400 + output_len 200 = 600 tokens do not fit the server's context of 512 tokens"),
+    ((512, None), 512, "input_len 512 tokens leave no room in the server's context of 512 tokens"),
 ])
 def test_fit_lengths_refuses_given_lengths_that_cannot_fit(given, ctx, words):
     from kb.errors import KbError

@@ -127,8 +127,8 @@ def test_per_config_rows_against_the_baseline_row_become_gains():
 
 
 def test_before_after_columns_with_one_metric_per_line_in_a_cell():
-    # | **ShareGPT** | Total TPS: 5482.59<br>Mean TPOT(ms): 227.45 | Total TPS: 7143.30 (+30.3%)<br>Mean TPOT(ms):
-    # 304.71 |
+    # the row (one line in the file): | **ShareGPT** | Total TPS: 5482.59<br>Mean TPOT(ms): 227.45 |
+    #                                  Total TPS: 7143.30 (+30.3%)<br>Mean TPOT(ms): 304.71 |
     g = _gains("gpustack-deepseek-r1-h200.md", "Conclusion")
     assert ("total throughput", 5482.59, 7143.30, "tok/s") in g
     assert ("TPOT", 227.45, 304.71, "ms") in g

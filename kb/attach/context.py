@@ -39,11 +39,11 @@ def context(evs: list[RunEvidence]) -> tuple[Context, list[str]]:
                                      "params_b": round(model.params_b, 2) if model.params_b else None})
     missing = []
     if not ctx.engine:
-        missing.append("engine unknown: give --engine")
+        missing.append("engine unknown: give the engine")
     if not hw:
-        missing.append("GPU unknown: give --gpu (or put nvidia-smi output in the run directory)")
+        missing.append("GPU unknown: give the gpu (or put nvidia-smi output in the run directory)")
     if not model:
-        missing.append("model config unknown (family, experts, quantization): give --config")
+        missing.append("model config unknown (family, experts, quantization): give the config")
     return ctx, missing
 
 

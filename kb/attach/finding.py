@@ -7,7 +7,7 @@ from kb import units, vocab
 from kb.attach.context import context, sources
 from kb.attach.measure import measure
 from kb.attach.request import Request
-from kb.errors import KbError
+from kb.errors import UsageError
 from kb.launchcmd import render as render_command
 from kb.records import Context, Finding, Gain
 from kb.redact import redact_data, redact_text
@@ -21,19 +21,21 @@ UNCLASSIFIED = "unclassified"
 
 
 def _fix_classes(given: list[str], flags: list[str], text: str) -> tuple[list[str], str | None]:
-    """--fix-class as given; else what the changed flags name (exact), else what the text
+    """The fix classes as given; else what the changed flags name (exact), else what the text
     names; else `unclassified`: a finding is never turned away for want of a class (it is
     still searched by `kb ask`). Returns the classes and a warning when they were not given."""
     wanted = [c.strip() for g in given for c in g.split(",") if c.strip()]
     bad = [c for c in wanted if c not in vocab.FIX_CLASSES]
     if bad:
-        raise KbError(f"unknown fix class {', '.join(bad)}: expected one of {', '.join(vocab.FIX_CLASSES)}")
+        raise UsageError(f"fix_classes: unknown fix class {', '.join(bad)}; expected one of "
+                         f"{', '.join(vocab.FIX_CLASSES)}")
     if wanted:
         return wanted, None
     found = vocab.fix_classes_in(" ".join(flags))[:3] or vocab.fix_classes_in(text)[:2]
     if found:
-        return found, f"fix classes inferred: {', '.join(found)} (set them with --fix-class)"
-    return [UNCLASSIFIED], ("no fix class could be inferred from --fix, --command or the changed server arguments: "
+        return found, f"fix classes inferred: {', '.join(found)} (set them with fix_classes)"
+    return [UNCLASSIFIED], ("no fix class could be inferred from the fix, the commands or the changed server "
+                            "arguments: "
                             f"stored as {UNCLASSIFIED} (classify it by editing its 'Fix classes' line)")
 
 
@@ -61,9 +63,9 @@ def _symptom(head: Gain, ctx: Context) -> str:
 def build(req: Request) -> tuple[Finding, list[str]]:
     """The finding (id still 'pending') and the warnings, before anything is written."""
     if not (req.fix or req.title):
-        raise KbError("say what changed with --fix (or give a --title)")
+        raise UsageError("fix: say what changed (or give a title)")
     if req.before and not req.after:
-        raise KbError("--before needs --after: the run after the change")
+        raise UsageError("before needs after: the run after the change")
     m = measure(req)
     ctx, missing = context(m.evs)
     warnings = [w for ev in m.evs for w in ev.warnings] + m.warnings + (missing if m.evs else [])

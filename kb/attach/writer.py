@@ -142,7 +142,8 @@ def _locate(store: Store, fid: str, target: Path, load) -> Path:
     if found is None:
         raise NotFoundError(f"no finding with id {fid!r} to update (try `kb ask` or `kb show`)")
     if _is_shipped(found):
-        raise KbError(f"{fid} is shipped with kb ({found}) and is not edited: attach with --force-new instead")
+        raise KbError(f"{fid} is shipped with kb ({found}) and is not edited: attach it as a new finding instead "
+                      "(force_new)")
     return found
 
 
@@ -171,7 +172,7 @@ def _write(store: Store, target: Path, req: Request, finding: Finding, warnings:
         dup = None if req.force_new else near_duplicate(finding, _read_file(target)[1] + indexed)
         if dup:
             warnings.append(f"{dup.id} already records {', '.join(dup.fix_classes)} in this context: nothing "
-                            f"written (--update {dup.id} adds this measurement to it, --force-new writes a "
+                            f"written (update={dup.id} adds this measurement to it, force_new writes a "
                             "separate finding)")
             return AttachResult("duplicate", dup.id, str(_file_of(store, dup.id) or target), dup, warnings)
         written, action = _append(target, finding, {r.id for r in indexed}), "written"

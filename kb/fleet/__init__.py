@@ -29,9 +29,9 @@ class Query:
 
 def from_prometheus(q: Query, thresholds: dict | None = None, findings: list | None = None):
     """The fleet report; with `findings`, the worst instance is diagnosed too (kb diagnose).
-    Raises kb.errors.ServerError for Prometheus failures, collect.UsageError for bad options."""
+    Raises kb.errors.ServerError for Prometheus failures, kb.errors.UsageError for bad settings."""
     start, end = time_range(q.since, q.start, q.end)
-    step = duration(q.step, "--step")
+    step = duration(q.step, "step")
     with PromApi(q.url, token=q.token, user=q.user) as api:
         answers = collect(api, q.selector, start, end, step)
     fleet = build(answers, thresholds)

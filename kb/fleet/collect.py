@@ -19,7 +19,7 @@ import time as _time
 from datetime import datetime
 
 from ingest.prometheus import ENGINES, HISTOGRAMS, SGLANG_CONSTANTS, Answers, iso, present
-from kb.errors import ServerError
+from kb.errors import ServerError, UsageError
 from kb.live.promapi import PromApi, number
 
 MAX_POINTS = 1000
@@ -27,10 +27,6 @@ MAX_INSTANCES = 200
 MIN_STEP = 1.0
 QUANTILES = {"p50": 0.5, "p99": 0.99}
 GROUP = "instance"
-
-
-class UsageError(ValueError):
-    """A bad option value (the CLI turns it into a usage error, exit 2)."""
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
@@ -75,26 +71,26 @@ def timestamp(text: str, option: str) -> float:
 def time_range(since: str | None, start: str | None, end: str | None, now: float | None = None) -> tuple[float, float]:
     now = _time.time() if now is None else now
     if since and (start or end):
-        raise UsageError("--since cannot be combined with --start/--end")
+        raise UsageError("since cannot be combined with start/end")
     if start or end:
         if not (start and end):
-            raise UsageError("--start and --end go together")
-        s, e = timestamp(start, "--start"), timestamp(end, "--end")
+            raise UsageError("start and end go together")
+        s, e = timestamp(start, "start"), timestamp(end, "end")
         if e <= s:
-            raise UsageError("--end must be after --start")
+            raise UsageError("end must be after start")
         return s, e
-    return now - duration(since or "1h", "--since"), now
+    return now - duration(since or "1h", "since"), now
 
 
 def selector_matchers(selector: str | None) -> str:
     """`{job="vllm"}` (or `job="vllm"`) → `job="vllm"`, the matchers kb adds to every metric."""
     s = (selector or "").strip()
     if s.startswith("{") != s.endswith("}"):
-        raise UsageError(f"--selector: expected label matchers in braces, e.g. '{{job=\"vllm\"}}', got {selector!r}")
+        raise UsageError(f"selector: expected label matchers in braces, e.g. '{{job=\"vllm\"}}', got {selector!r}")
     if s.startswith("{"):
         s = s[1:-1].strip()
     if s and not re.match(r'^[A-Za-z_][A-Za-z0-9_]*\s*(=~|!~|!=|=)\s*["\'`]', s):  # PromQL's three string quotes
-        raise UsageError(f"--selector: expected label matchers such as '{{job=\"vllm\"}}', got {selector!r}")
+        raise UsageError(f"selector: expected label matchers such as '{{job=\"vllm\"}}', got {selector!r}")
     return s.rstrip(",")
 
 
@@ -154,7 +150,7 @@ def collect(api: PromApi, selector: str | None, start: float, end: float, step: 
     if len(a.engine) > MAX_INSTANCES:
         keep = sorted(a.engine)[:MAX_INSTANCES]
         a.warnings.append(f"{len(a.engine):,} instances match; the first {MAX_INSTANCES} by name are read "
-                          f"(narrow --selector to see the others)")
+                          f"(narrow selector to see the others)")
         a.engine = {i: a.engine[i] for i in keep}
         a.model = {i: m for i, m in a.model.items() if i in a.engine}
         extra = f"{GROUP}=~" + _promql_string("|".join(_re2_literal(i) for i in keep))

@@ -218,7 +218,7 @@ def level_error(c: int, base: httpx.URL, outcomes: list[Outcome], fatal: str | N
                 f"({len(failed)} of {len(outcomes)} requests failed: {why})")
     if not outcomes:
         return (f"{cl.shown(base)}: no request at concurrency {c} finished within "
-                f"--max-level-time {opts.max_level_time:g} s")
+                f"max_level_time {opts.max_level_time:g} s")
     if not any(o.ok for o in outcomes):
         return f"{cl.shown(base)}: all {len(outcomes)} requests at concurrency {c} failed: {failed[0].error}"
     return None
@@ -249,7 +249,7 @@ async def run_sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None,
                     raise ServerError(cl.describe_error(e, cl.join(base, "/v1/completions"), t)) from None
                 ctx = probe.max_model_len
                 if ctx and ptoks and ptoks + opts.output_len > ctx:  # no load is sent: nothing would fit
-                    raise KbError(f"prompts of {ptoks} tokens (the fewest near --input-len {opts.input_len}) + "
+                    raise KbError(f"prompts of {ptoks} tokens (the fewest near input_len {opts.input_len}) + "
                                   f"output {opts.output_len} = {ptoks + opts.output_len} tokens exceed the server's "
                                   f"context of {ctx} tokens (max_model_len)")
                 res.prompt_words, res.prompt_tokens = len(prompts.words), ptoks
@@ -271,7 +271,7 @@ async def run_sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None,
                         break
                     row = level_row(c, outcomes, duration, issued, opts, probe, truncated, cpu, wall, km)
                     if truncated:
-                        res.warnings.append(f"the concurrency-{c} level reached --max-level-time "
+                        res.warnings.append(f"the concurrency-{c} level reached max_level_time "
                                             f"({opts.max_level_time:g} s): its unfinished requests were dropped")
                     res.levels.append(row)
                     if fh:

@@ -82,7 +82,7 @@ def with_port(argv: list[str]) -> tuple[list[str], str, int]:
     try:
         return list(argv), host, int(port)
     except ValueError:
-        raise UsageError(f"--port {port!r} in the launch command is not a port number") from None
+        raise UsageError(f"launch: --port {port!r} in the launch command is not a port number") from None
 
 
 def _port_free(host: str, port: int) -> bool:

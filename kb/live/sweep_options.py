@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from kb.errors import KbError, ServerError
+from kb.errors import KbError, UsageError
 from kb.live import client as cl
 
 DEFAULT_INPUT_LEN = 256
@@ -52,20 +52,20 @@ class SweepResult:
 def check_levels(opts: SweepOptions) -> None:
     if opts.rate:
         if not opts.levels or any(not (0 < r <= 10_000) for r in opts.levels):
-            raise ServerError("--rate needs request rates above 0 and at most 10000 req/s, e.g. 0.5,1,2,4")
+            raise UsageError("rate: expected request rates above 0 and at most 10000 req/s, e.g. 0.5,1,2,4")
     elif not opts.levels or any(c < 1 for c in opts.levels):
-        raise ServerError("--concurrency needs positive levels, e.g. 1,8,32,128")
+        raise UsageError("concurrency: expected positive levels, e.g. 1,8,32,128")
     elif max(opts.levels) > 4096:
-        raise ServerError("--concurrency above 4096 is not supported")
+        raise UsageError("concurrency: levels above 4096 are not supported")
 
 
 def parse_rates(text: str) -> list[float]:
     try:
         rates = [float(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise ServerError(f"--rate {text!r}: expected comma-separated request rates, e.g. 0.5,1,2,4") from None
+        raise UsageError(f"rate {text!r}: expected comma-separated request rates, e.g. 0.5,1,2,4") from None
     if not rates or any(not math.isfinite(r) for r in rates):
-        raise ServerError(f"--rate {text!r}: expected comma-separated finite request rates, e.g. 0.5,1,2,4")
+        raise UsageError(f"rate {text!r}: expected comma-separated finite request rates, e.g. 0.5,1,2,4")
     return rates
 
 
@@ -73,9 +73,9 @@ def parse_levels(text: str) -> list[int]:
     try:
         levels = [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
-        raise ServerError(f"--concurrency {text!r}: expected comma-separated whole numbers, e.g. 1,8,32,128") from None
+        raise UsageError(f"concurrency {text!r}: expected comma-separated whole numbers, e.g. 1,8,32,128") from None
     if not levels:
-        raise ServerError("--concurrency: no level given")
+        raise UsageError("concurrency: no level given")
     return levels
 
 
@@ -87,16 +87,16 @@ def fit_lengths(opts: SweepOptions, ctx: int | None) -> tuple[SweepOptions, str 
     sglang refuses both); a default is fitted into what is left, and the note says so."""
     given_in, given_out = opts.input_len, opts.output_len
     if (given_in is not None and given_in < 1) or (given_out is not None and given_out < 1):
-        raise KbError("--input-len and --output-len must be at least 1")
+        raise UsageError("input_len and output_len must be at least 1")
     if given_in is not None and given_out is not None:
         if ctx and given_in + given_out > ctx:
-            raise KbError(f"--input-len {given_in} + --output-len {given_out} = {given_in + given_out} tokens do not "
+            raise KbError(f"input_len {given_in} + output_len {given_out} = {given_in + given_out} tokens do not "
                           f"fit the server's context of {ctx} tokens (max_model_len): give lengths that sum to at "
                           f"most {ctx}")
         return opts, None
     if given_in is not None or given_out is not None:  # one given: the default takes what is left
         given = given_in if given_in is not None else given_out
-        name = "--input-len" if given_in is not None else "--output-len"
+        name = "input_len" if given_in is not None else "output_len"
         default = DEFAULT_OUTPUT_LEN if given_in is not None else DEFAULT_INPUT_LEN
         room = ctx - given if ctx else default
         if room < 1:
@@ -117,4 +117,4 @@ def fit_lengths(opts: SweepOptions, ctx: int | None) -> tuple[SweepOptions, str 
     out = ctx - inp
     return replace(opts, input_len=inp, output_len=out), (
         f"the server's context is {ctx} tokens (max_model_len): input {inp} + output {out} tokens instead of the "
-        f"default {DEFAULT_INPUT_LEN} + {DEFAULT_OUTPUT_LEN} (--input-len and --output-len set them)")
+        f"default {DEFAULT_INPUT_LEN} + {DEFAULT_OUTPUT_LEN} (the input_len and output_len settings set them)")

@@ -83,10 +83,11 @@ def test_stall_mid_sweep_keeps_finished_levels(kb_live, tmp_path):
 
 def test_bad_options_are_one_line(kb_live):
     with FakeOpenAI() as srv:
-        proc = kb_live("sweep", srv.url, "-c", "1,x", timeout=60)
-        _one_line_error(proc, "--concurrency '1,x'")
+        proc = kb_live("sweep", srv.url, "-c", "1,x", timeout=60)  # a usage error: exit 2, one line
+        assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+            "kb: error: concurrency '1,x': expected comma-separated whole numbers, e.g. 1,8,32,128"], proc.stderr
         proc = kb_live("sweep", srv.url, "-c", "1", "--input-len", "4000", "--output-len", "200", timeout=60)
-        _one_line_error(proc, "--input-len 4000 + --output-len 200 = 4200 tokens do not fit the server's context "
+        _one_line_error(proc, "input_len 4000 + output_len 200 = 4200 tokens do not fit the server's context "
                               "of 4096 tokens")
 
 
@@ -95,6 +96,6 @@ def test_level_time_cap_keeps_finished_levels(kb_live, tmp_path):
     with FakeOpenAI(stall_after=4) as srv:  # level 2 hangs; the level-time cap ends it, not the read timeout
         proc = kb_live("sweep", srv.url, "-c", "1,2", "-n", "4", *SMALL, "--timeout", "30", "--max-level-time", "2",
                        "--out", out, timeout=120)
-    _one_line_error(proc, "no request at concurrency 2 finished within --max-level-time 2 s",
+    _one_line_error(proc, "no request at concurrency 2 finished within max_level_time 2 s",
                     f"1 finished level kept in {out}")
     assert [r["max_concurrency"] for r in read_jsonl(out)] == [1]

@@ -101,7 +101,7 @@ def test_lengths_that_cannot_fit_stop_before_any_load(kb_live, vllm8, tmp_path):
         proc = kb_live(command, vllm8.url, "--input-len", "400", "--output-len", "200", "--out", out)
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 1 and len(lines) == 1, proc.stderr
-        assert lines[0] == ("kb: error: --input-len 400 + --output-len 200 = 600 tokens do not fit the server's "
+        assert lines[0] == ("kb: error: input_len 400 + output_len 200 = 600 tokens do not fit the server's "
                             "context of 512 tokens (max_model_len): give lengths that sum to at most 512")
         assert not out.exists()
     time.sleep(0.5)  # an access-log line would be written as the request is answered
