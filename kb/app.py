@@ -107,9 +107,10 @@ class IngestResult(Result):
         return "\n".join(out)
 
 
-def _ingest_row(r: Finding) -> dict:
-    # a canonical finding lacks only what FORMAT.md requires; optional parts it does not
-    # give (a gains table when the source measured nothing) are listed apart
+def ingest_row(r: Finding) -> dict:
+    """`kb ingest --report`'s row for one record: the fields found, the required ones missing,
+    and (apart) the optional ones it does not give, e.g. a gains table when the source
+    measured nothing; a note lacks everything a canonical finding has."""
     absent = r.missing_fields()
     missing = r.missing_required() if r.kind == "finding" else absent
     return {"id": r.id, "kind": r.kind, "title": r.title, "found": [f for f in INGEST_FIELDS if f not in absent],
@@ -412,7 +413,7 @@ class KnowledgeBase:
         asked = {str(p.resolve()) for p in findings}
         rows = [fr for fr in rep.files if fr.status != "unchanged" or str(Path(fr.path).resolve()) in asked]
         return IngestResult(findings=[IngestedFile(path=fr.path, status=fr.status,
-                                                   records=[_ingest_row(r) for r in fr.records]) for fr in rows],
+                                                   records=[ingest_row(r) for r in fr.records]) for fr in rows],
                             evidence=run_files, warnings=ev.warnings if ev else [], bench=bool(ev and ev.bench))
 
     def reindex(self) -> ReindexResult:

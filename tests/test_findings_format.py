@@ -124,14 +124,14 @@ def test_a_computed_gain_is_read_and_shown_as_computed():
 
 
 def test_report_lists_a_missing_gains_table_apart_from_missing_required_fields():
-    from kb.cli import _report_row
+    from kb.app import ingest_row
 
     (no_gains,) = parse_findings(GOOD.split("| Metric")[0], "t.md")
-    row = _report_row(no_gains)
+    row = ingest_row(no_gains)
     assert "gains" not in row["missing"] and "gains" in row["absent"]
     assert {"root_cause", "fix", "fix_classes"} <= set(row["missing"])  # GOOD has none of these
     note = parse_findings("# n\n\n## A note\n\nsome words only\n", "n.md")[0]
-    assert note.kind == "note" and "gains" in _report_row(note)["missing"]
+    assert note.kind == "note" and "gains" in ingest_row(note)["missing"]
 
 
 APPLIES = GOOD.replace("- **Sources:** https://example.org/x\n", """- **Sources:** https://example.org/x
