@@ -190,7 +190,7 @@ def test_mxfp4_checkpoint_size_matches_the_published_one(config, published_gib):
     # `quant_method: mxfp4` (the native form; no compressed-tensors MXFP4 checkpoint with a
     # published size was found): experts at 4 bits + one E8M0 scale per 32, the rest 16-bit.
     from ingest.hf_config import load_profile
-    from kb.launch import weight_bytes
+    from kb.sizing import weight_bytes
 
     p = load_profile(CFG / config)
     assert p.quantization == "mxfp4"
@@ -204,7 +204,7 @@ def test_kimi_k3_mxfp4_compressed_tensors_block_on_kimi_shapes():
     # lm_head, vision) on Kimi-K2.5's shapes, which use the same module names. Kimi-K3's own
     # shapes (LatentMoE) are not modelled by kb, so its total is not checked here.
     from ingest.hf_config import profile_from_config
-    from kb.launch import expert_weight_bytes, weight_bytes
+    from kb.sizing import expert_weight_bytes, weight_bytes
 
     cfg = json.loads((CFG / "p3_moonshotai--Kimi-K2.5_config.json").read_text())
     cfg["text_config"]["quantization_config"] = json.loads(
@@ -225,7 +225,7 @@ def test_fp8_block_compressed_tensors_deepseek_v4_is_sized_per_group():
     # before kb knew those names every group missed and the model was sized as 16-bit (581.9 GB).
     from ingest.hf_config import load_profile
     from kb import quantsize
-    from kb.launch import weight_bytes
+    from kb.sizing import weight_bytes
 
     p = load_profile(CFG / "kn_RedHatAI--DeepSeek-V4-Flash-NVFP4-FP8_config.json")
     groups, ignore = p.quant_details["groups"], p.quant_details["ignore"]
