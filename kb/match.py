@@ -24,7 +24,7 @@ from kb.flagdata import load, version_key, versions
 from kb.flags import SETTINGS, Catalog
 from kb.hardware import gpu_arch, lookup_gpu
 from kb.records import SEVERITY_ORDER, Condition, Finding, Signal
-from kb.vocab import model_in
+from kb.vocab import MODELS, QUANTIZATIONS, model_in
 
 HELD, UNKNOWN, FAILED = "held", "unknown", "failed"
 
@@ -191,8 +191,6 @@ def _names_check(names: tuple[str, ...], value: str | None, what: str, also: tup
 
 
 def _path_family(f: "Facts") -> str | None:
-    from kb.vocab import model_in
-
     path = f.ev.model_path
     named = model_in(path) if isinstance(path, str) else None
     return named[1] if named else None
@@ -327,8 +325,6 @@ def check(c: Condition, f: Facts) -> Check:
     if k == "model":
         return Check(c, *_model_traits(p, f))
     if k == "model family":
-        from kb.vocab import MODELS
-
         family = f.family()
         prose_only = family is not None and not (m and m.family) and not _path_family(f)
         return Check(c, *_names_check(p.names, family, "model family",
@@ -344,8 +340,6 @@ def check(c: Condition, f: Facts) -> Check:
         known, value, _ = f.setting("context-length") if f.engine else (False, None, None)
         return Check(c, *_num_check(p, value or (m.context_len if m else None), "context length"))
     if k == "quantization":
-        from kb.vocab import QUANTIZATIONS
-
         q = _quantization(f)
         prose_only = q is not None and not (m and (m.quantization or m.dtype)) and not f.ev.arg("quantization")
         return Check(c, *_names_check(p.names, q, "quantization",
