@@ -32,3 +32,11 @@ def kb(kb_home):
         return proc
 
     return run
+
+
+def pytest_collection_modifyitems(items):
+    """The live tests (tests/live) run last. Their vLLM server with --max-num-seqs 8 is
+    session-scoped (shared by several modules), and an idle vLLM CPU server still takes about
+    a third of a core; run first, it stayed up through the ~1,700 offline tests and slowed
+    them. Run last, it stops when they end. The order within each part is kept."""
+    items.sort(key=lambda item: "live" in item.path.relative_to(Path(__file__).parent).parts[:1])
