@@ -100,9 +100,8 @@ def _in_dir(d: Path, looked: list[str]) -> Path | None:
 
 
 def is_repo_id(spec: str) -> bool:
-    """`org/name`, the form a Hugging Face repo id takes (a flag given without its value,
-    `--model-path` alone, reaches here as True: not one)."""
-    return isinstance(spec, str) and bool(_REPO_ID.match(spec))
+    """`org/name`, the form a Hugging Face repo id takes."""
+    return bool(_REPO_ID.match(spec))
 
 
 def locate_in_hub_cache(repo_id: str) -> Path | None:

@@ -446,8 +446,9 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
     ev.server_args = args
     ev.server_args_complete = bool(cmd) or any(t.server_args for t in ev.traces) \
         or any(_all_args(r) for r in ev.bench)
-    ev.model_path = (cmd.model if cmd else None) or args.get("model_path") or args.get("model") \
-        or next((r.model for r in ev.bench if r.model), None)
+    # a flag given without its value (`--model-path` alone) is True in args: not a path
+    named = [cmd.model if cmd else None, args.get("model_path"), args.get("model"), *(r.model for r in ev.bench)]
+    ev.model_path = next((m for m in named if isinstance(m, str) and m), None)
     if explicit_model:
         ev.model = explicit_model
     elif models:  # a config.json found among the files is named after the served model
