@@ -9,7 +9,7 @@ from kb.evidence import RunEvidence
 from kb.flags import Catalog, catalog
 from kb.match import Match, Search, match_all
 from kb.model_lookup import fill_model
-from kb.recommend import TEXT_MIN, combined_command, recommend
+from kb.recommend import TEXT_MIN, combined_changes, combined_command, recommend
 from kb.records import Finding, Recommendation, Signal
 from kb.render import file_line, signal_lines
 from kb.rules import registry
@@ -65,6 +65,7 @@ def diagnose(ev: RunEvidence, findings: list[Finding], thresholds: dict | None =
                             "catalog")
     matches = match_all(ev, engine, cat, signals, findings, search)
     recs = recommend(ev, signals, engine, cat, findings, warnings, matches, thresholds)
+    warnings += [f"recommendations disagree on {c}" for c in combined_changes(recs)[2]]
     return Diagnosis(ev, engine, cat, signals, recs, combined_command(ev, engine, cat, recs), warnings, matches)
 
 

@@ -292,14 +292,41 @@ def _resolve_conflicts(recs: list[Recommendation]) -> None:
                                 "for this run, so that proposal is withdrawn")
 
 
+def combined_changes(recs: list[Recommendation]) -> tuple[list, dict[str, str | None], list[str]]:
+    """The flag and environment changes of every recommendation that is not low severity,
+    best-ranked first. Where two of them set the same flag or variable differently the
+    better-ranked value is kept (they come ranked) and the disagreement is said, not
+    resolved silently by whichever came last."""
+    flags: dict[str, tuple[object, str]] = {}
+    env: dict[str, tuple[str | None, str]] = {}
+    conflicts: list[str] = []
+    for r in (r for r in recs if r.severity != "low"):
+        for f in r.flags:
+            if f.flag in flags and flags[f.flag][0] != f.new:
+                conflicts.append(_disagree(f.flag, flags[f.flag], (f.new, r.title)))
+            flags.setdefault(f.flag, (f.new, r.title))
+        for k, v in r.env.items():
+            if k in env and env[k][0] != v:
+                conflicts.append(_disagree(k, env[k], (v, r.title)))
+            env.setdefault(k, (v, r.title))
+    return ([(k, v) for k, (v, _) in flags.items()], {k: v for k, (v, _) in env.items()}, conflicts)
+
+
+def _disagree(name: str, kept: tuple, other: tuple) -> str:
+    def shown(v: object) -> str:
+        return "removed" if v is None else "on" if v is True else str(v)
+    return (f"{name}: '{kept[1]}' sets it {shown(kept[0])}, '{other[1]}' sets it {shown(other[0])}; "
+            f"the combined command keeps {shown(kept[0])} (the better-ranked)")
+
+
 def combined_command(ev: RunEvidence, engine: str | None, catalog: Catalog | None,
                      recs: list[Recommendation]) -> str | None:
     """Every flag change together, as one launch command."""
     if not engine or not catalog:
         return None
-    changes = [(f.flag, f.new, catalog.spellings(f.flag)) for r in recs if r.severity != "low" for f in r.flags]
-    env = {k: v for r in recs if r.severity != "low" for k, v in r.env.items()}
-    if not changes and not env:
+    flags, env, _ = combined_changes(recs)
+    if not flags and not env:
         return None
+    changes = [(flag, new, catalog.spellings(flag)) for flag, new in flags]
     base = launchcmd.current(ev, engine, catalog)
     return base.command(launchcmd.apply(base.argv, changes), {**ev.launch_env, **env})
