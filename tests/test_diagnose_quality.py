@@ -97,8 +97,9 @@ def test_2026_set_readme_says_labelled_before_running():
     assert "before kb was first run" in text and "frozen" in text
 
 
-def _frozen_dirs():  # both frozen 2026 sets; the second is defined below
-    return DIRS_2026 + sorted(p for p in (DATA / "diagnosis_2026b").iterdir() if p.is_dir())
+def _frozen_dirs():  # the frozen 2026 sets; 2026b and 2026c are defined below
+    return DIRS_2026 + [p for name in ("diagnosis_2026b", "diagnosis_2026c")
+                        for p in sorted((DATA / name).iterdir()) if p.is_dir()]
 
 
 @pytest.mark.parametrize("d", _frozen_dirs(), ids=[f"{d.parent.name}/{d.name}" for d in _frozen_dirs()])
@@ -155,13 +156,17 @@ def test_2026b_set_has_cases_and_no_reused_source():
     assert not earlier & set(keys), sorted(earlier & set(keys))
 
 
-def test_2026b_sources_are_not_cited_by_shipped_findings():
+def _shipped_findings_text():
+    return "\n".join(p.read_text(errors="replace") for base in ("findings", "docs/sources")
+                     for p in sorted((ROOT / base).rglob("*.md")))
+
+
+def _assert_not_cited(dirs):
+    """No case's thread is cited by a shipped finding (URL or repo#N form)."""
     import re
 
-    texts = [p.read_text(errors="replace") for base in ("findings", "docs/sources")
-             for p in sorted((ROOT / base).rglob("*.md"))]
-    blob = "\n".join(texts)
-    for d in DIRS_2026B:
+    blob = _shipped_findings_text()
+    for d in dirs:
         src = json.loads((d / "scenario.json").read_text())["source"]
         m = re.match(r"https://github\.com/([^/]+)/([^/]+)/(?:issues|pull)/(\d+)", src)
         if m:
@@ -172,6 +177,38 @@ def test_2026b_sources_are_not_cited_by_shipped_findings():
         assert not re.search(pat, blob, flags=re.I), (d.name, src)
 
 
+def test_2026b_sources_are_not_cited_by_shipped_findings():
+    _assert_not_cited(DIRS_2026B)
+
+
 def test_2026b_set_readme_says_labelled_before_running():
     text = (SET_2026B / "README.md").read_text()
     assert "before kb was first run" in text and "frozen" in text
+
+
+# ---- 2026c set (tests/data/diagnosis_2026c): a third frozen set for issue 13's "measure
+# honestly" step, labelled before kb was run on it. Same rules as 2026b: no thread shared
+# with any earlier set (issues/N and pull/N are one thread) and none cited by a shipped
+# finding. Only its form is checked here; kb is not run on it in tests.
+
+SET_2026C = DATA / "diagnosis_2026c"
+DIRS_2026C = sorted(p for p in SET_2026C.iterdir() if p.is_dir())
+
+
+def test_2026c_set_has_cases_and_no_reused_source():
+    assert len(DIRS_2026C) >= 12
+    keys = [_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in DIRS_2026C]
+    assert len(set(keys)) == len(keys)  # one case per thread
+    earlier = {_thread_key(json.loads((d / "scenario.json").read_text())["source"])
+               for d in DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B}
+    assert not earlier & set(keys), sorted(earlier & set(keys))
+
+
+def test_2026c_sources_are_not_cited_by_shipped_findings():
+    _assert_not_cited(DIRS_2026C)
+
+
+def test_2026c_readme_counts_match_the_cases():
+    text = (SET_2026C / "README.md").read_text()
+    assert "before kb was first run" in text and "frozen" in text
+    assert f"{len(DIRS_2026C)} public cases" in text  # the README states the true count
