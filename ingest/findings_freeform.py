@@ -11,6 +11,7 @@ from ingest import gains as gain_text
 from ingest.md_sections import Section, field_of
 from kb import vocab
 from kb.conditions import log_condition, quoted_log_lines
+from kb.engineversion import version_in
 from kb.hardware import lookup_gpu
 from kb.records import Condition, Context, Finding, Source
 
@@ -69,10 +70,10 @@ def context_from(text: str) -> dict:
     engines = vocab.engines_in(text)
     if len(engines) == 1:
         ctx["engine"] = engines[0]
-    m = vocab.ENGINE_VERSION.search(text)
-    if m and (not engines or m.group(1).lower().replace("-", "") == ctx.get("engine", m.group(1).lower())):
-        ctx.setdefault("engine", m.group(1).lower().replace("-", ""))
-        ctx["engine_version"] = m.group(2)
+    hit = version_in(text, ctx.get("engine"))  # the one engine named: only its version
+    if hit:
+        ctx.setdefault("engine", hit[0])
+        ctx["engine_version"] = hit[1]
     g = vocab.GPU_MENTION.search(text)
     if g:
         spec = lookup_gpu(g.group("name"))

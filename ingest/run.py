@@ -19,6 +19,7 @@ from typing import Iterable, Iterator
 
 from ingest.generic_results import KIND as GENERIC  # its tables get a column report
 from ingest.launch_command import LaunchCommand
+from kb.engineversion import version_in
 from kb.errors import InputError
 from kb.evidence import RunEvidence, TextLine
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
@@ -429,7 +430,8 @@ def _merge(ev: RunEvidence, launches: list, hardware: list[Hardware], models: li
     ev.engine = engine or (cmd.engine if cmd else None) or next((t.engine for t in ev.traces), None) \
         or _engine_from_bench(ev.bench)
     ev.engine_version = next((t.engine_version for t in ev.traces if t.engine_version), None) \
-        or next((r.engine_version for r in ev.bench if r.engine_version), None)
+        or next((r.engine_version for r in ev.bench if r.engine_version), None) \
+        or next((hit[1] for c in launches if ev.engine and (hit := version_in(c.raw, ev.engine))), None)
     args: dict = {}
     for t in ev.traces:
         args.update({_norm(k): v for k, v in t.server_args.items()})

@@ -14,7 +14,10 @@ DATA = Path(__file__).resolve().parent / "data" / "flags"
 
 
 def version_key(v: str) -> tuple:
-    """A version string as a sortable tuple of its first four numbers ('0.5.8' → (0, 5, 8, 0))."""
+    """A version string as a sortable tuple of its first four numbers ('0.5.8' → (0, 5, 8, 0));
+    `nightly` (a build from main, kb.engineversion) after every release."""
+    if v == "nightly":
+        return (10**6, 0, 0, 0)
     parts = re.findall(r"\d+", v)
     return tuple(int(p) for p in parts[:4]) + (0,) * (4 - min(4, len(parts)))
 

@@ -13,11 +13,6 @@ ENGINES = {
     "trtllm": r"\b(?:trt-?llm|tensorrt-llm)\b",
 }
 
-# engine name followed by a version: "sglang 0.5.2", "vLLM v0.10.1", "vllm==0.11.0"
-ENGINE_VERSION = re.compile(
-    r"\b(sglang|vllm|trt-?llm)\s*(?:==|v|version\s*)?\s*v?(\d+\.\d+(?:\.\d+)?(?:\.?post\d+|rc\d+)?)", re.I
-)
-
 # (regex, canonical model name, family). First match wins.
 MODELS: list[tuple[str, str, str]] = [
     (r"\bglm-?5\b", "GLM-5", "glm"),

@@ -1,0 +1,74 @@
+"""The engine version a run's text shows, wherever people paste it.
+
+Read from, strongest first:
+- the server's own start-up line: vLLM `vLLM API server version 0.11.0`;
+- an installed package: `vllm==0.11.0` (pip freeze, uv), `sglang: 0.5.4` (sglang's
+  `python -m sglang.check_env`);
+- a container image tag: `vllm/vllm-openai:v0.11.0`, `lmsysorg/sglang:v0.5.4.post1-cu129`,
+  `vllm/vllm-openai:nightly`, `lmsysorg/sglang:dev` (sglang's image built from main);
+- prose and pip list: `vllm 0.11.0`, `vLLM v0.11.0`, `sglang version 0.5.4`;
+- a build from main: `vllm nightly`, `sglang main branch` (a `0.11.1.dev12+g...` wheel reads as 0.11.1);
+- a bare `v0.23.0` in prose that names exactly one engine.
+
+A requirement that is not an installed version (`vllm>=0.11`) is not read. A build from
+main is the version `nightly`; kb.flagdata.version_key orders it after every release,
+so "fixed in >=0.X" holds for it and "regressed in <0.X" does not.
+"""
+
+from __future__ import annotations
+
+import re
+
+NIGHTLY = "nightly"
+
+_NUM = r"\d+\.\d+(?:\.\d+)?(?:\.?post\d+|rc\d+)?(?:\.dev\d+)?"
+_START_UP = re.compile(rf"vLLM API server version ({_NUM})|Initializing an? (?:V\d )?LLM engine \(v({_NUM})")
+_IMAGE = re.compile(r"(?:^|[\s\"'=/])(?P<repo>vllm/vllm-openai(?:-[a-z]+)?|lmsysorg/sglang|rocm/vllm(?:-dev)?|"
+                    r"rocm/sgl-dev)\s*:\s*(?P<tag>[\w.+-]+)", re.I)
+_TAG_VERSION = re.compile(rf"^v?({_NUM})")
+_PACKAGE = re.compile(rf"(?<![\w-])(?P<eng>vllm|sglang)(?:\[[\w,]+\])?\s*(?:==|:\s*)\s*v?(?P<v>{_NUM})(?![\w.])",
+                      re.I)
+_PROSE = re.compile(rf"(?<![\w/-])(?P<eng>vllm|sglang)(?:\s+version)?\s+v?(?P<v>{_NUM})(?![\w.])", re.I)
+_NIGHTLY = re.compile(r"(?<![\w/-])(?P<eng>vllm|sglang)(?:'s)?\s+(?:nightly|main\s+branch|from\s+main)\b"
+                      r"|\bnightly\s+(?:build|wheel|image)?\s*(?:of\s+)?(?P<eng2>vllm|sglang)\b", re.I)
+_BARE = re.compile(rf"(?<![\w./-])v({_NUM})(?![\w.])")
+_ENGINE_WORD = {"vllm": re.compile(r"\bvllm\b", re.I), "sglang": re.compile(r"\bsg-?lang\b", re.I)}
+
+
+def _image(repo: str, tag: str) -> tuple[str, str] | None:
+    engine = "sglang" if "sgl" in repo.lower() else "vllm"
+    tag = tag.lower()
+    if tag in ("nightly", "dev", "main") or tag.startswith(("nightly-", "dev-")):
+        return engine, NIGHTLY
+    m = _TAG_VERSION.match(tag)
+    if m and not repo.lower().startswith("rocm/"):  # ROCm images tag their own release numbers
+        return engine, m.group(1)
+    return None
+
+
+def _release(v: str) -> str:
+    """A development wheel (`0.11.1.dev12`, built from main before 0.11.1) as the release it
+    leads to: it carries most of that release's fixes."""
+    return re.sub(r"\.dev\d+$", "", v)
+
+
+def version_in(text: str, engine: str | None = None) -> tuple[str, str] | None:
+    """(engine, version) the text shows, or None; with `engine` given, only that engine's."""
+    found: list[tuple[str, str]] = []
+    m = _START_UP.search(text)
+    if m:
+        found.append(("vllm", m.group(1) or m.group(2)))
+    found += [(m.group("eng").lower(), m.group("v")) for m in _PACKAGE.finditer(text)]
+    found += [hit for m in _IMAGE.finditer(text) if (hit := _image(m.group("repo"), m.group("tag")))]
+    found += [(m.group("eng").lower(), m.group("v")) for m in _PROSE.finditer(text)]
+    for m in _NIGHTLY.finditer(text):
+        found.append(((m.group("eng") or m.group("eng2")).lower(), NIGHTLY))
+    named = [e for e, rx in _ENGINE_WORD.items() if rx.search(text)]
+    if not found and len(named) == 1:
+        b = _BARE.search(text)
+        if b:
+            found.append((named[0], b.group(1)))
+    for eng, v in found:
+        if engine is None or eng == engine:
+            return eng, _release(v)
+    return None
