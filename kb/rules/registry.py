@@ -16,6 +16,7 @@ from typing import Callable
 from kb.records import SEVERITIES
 from kb.rules import (
     async_scheduling,
+    benchmark_method,
     cuda_graph_ceiling,
     data_parallel_replicas,
     dp_attention,
@@ -62,6 +63,7 @@ RULES: tuple[Rule, ...] = (
     data_parallel_replicas.RULE,
     dp_attention_low_load.RULE,
     fp8_checkpoint.RULE,
+    benchmark_method.RULE,
 )
 
 ENGINES = ("sglang", "vllm")
