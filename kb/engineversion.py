@@ -3,7 +3,7 @@
 Read from, strongest first:
 - the server's own start-up line: vLLM `vLLM API server version 0.11.0`;
 - an installed package: `vllm==0.11.0` (pip freeze, uv), `sglang: 0.5.4` (sglang's
-  `python -m sglang.check_env`);
+  `python -m sglang.check_env`), `vLLM Version : 0.28.1rc1.dev580+g385dce36b` (vLLM's collect_env);
 - a container image tag: `vllm/vllm-openai:v0.11.0`, `lmsysorg/sglang:v0.5.4.post1-cu129`,
   `vllm/vllm-openai:nightly`, `lmsysorg/sglang:dev` (sglang's image built from main);
 - prose and pip list: `vllm 0.11.0`, `vLLM v0.11.0`, `sglang version 0.5.4`;
@@ -26,8 +26,8 @@ _START_UP = re.compile(rf"vLLM API server version ({_NUM})|Initializing an? (?:V
 _IMAGE = re.compile(r"(?:^|[\s\"'=/])(?P<repo>vllm/vllm-openai(?:-[a-z]+)?|lmsysorg/sglang|rocm/vllm(?:-dev)?|"
                     r"rocm/sgl-dev)\s*:\s*(?P<tag>[\w.+-]+)", re.I)
 _TAG_VERSION = re.compile(rf"^v?({_NUM})")
-_PACKAGE = re.compile(rf"(?<![\w-])(?P<eng>vllm|sglang)(?:\[[\w,]+\])?\s*(?:==|:\s*)\s*v?(?P<v>{_NUM})(?![\w.])",
-                      re.I)
+_PACKAGE = re.compile(rf"(?<![\w-])(?P<eng>vllm|sglang)(?:\[[\w,]+\])?(?:\s+version)?\s*(?:==|:\s*)\s*v?"
+                      rf"(?P<v>{_NUM})(?![\w.])", re.I)
 _PROSE = re.compile(rf"(?<![\w/-])(?P<eng>vllm|sglang)(?:\s+version)?\s+v?(?P<v>{_NUM})(?![\w.])", re.I)
 _NIGHTLY = re.compile(r"(?<![\w/-])(?P<eng>vllm|sglang)(?:'s)?\s+(?:nightly|main\s+branch|from\s+main)\b"
                       r"|\bnightly\s+(?:build|wheel|image)?\s*(?:of\s+)?(?P<eng2>vllm|sglang)\b", re.I)

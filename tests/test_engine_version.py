@@ -81,3 +81,61 @@ def test_run_reads_the_version_prose_names(tmp_path):
                                         "vllm serve Qwen/Qwen3-8B --max-num-seqs 64\n")
     ev = read_run([tmp_path])
     assert (ev.engine, ev.engine_version) == ("vllm", NIGHTLY)
+
+
+def test_collect_env_version_line():
+    # vLLM's collect_env.py line, as pasted in issue reports
+    assert version_in("vLLM Version                 : 0.28.1rc1.dev580+g385dce36b (git sha: 385dce36b)") == (
+        "vllm", "0.28.1rc1")
+
+
+# ---------------------------------------------------------------- shipped findings as rules
+
+@pytest.fixture(scope="module")
+def shipped():
+    from ingest.markdown import read_findings
+    from kb.store import findings_files, shipped_findings_dir
+
+    return [f for p in findings_files(shipped_findings_dir()) for f in read_findings(p)]
+
+
+BITMASK = "ev-vllm-024-structured-output-bitmask"
+FUSION = "ev-vllm-0250-nvfp4-allreduce-rmsnorm-fusion"
+GARBLED = ("docker run --gpus all vllm/vllm-openai:{tag} --model nvidia/Qwen3-30B-A3B-NVFP4 --tensor-parallel-size 2\n"
+           "Every answer is just !!!!!!!!!!!!!!!! with the NVFP4 checkpoint.\n")
+
+
+def test_a_patch_release_fix_is_proposed_in_its_range_and_not_on_nightly(shipped, tmp_path):
+    from ingest.run import read_run
+    from kb.diagnose import diagnose, why
+
+    (tmp_path / "issue.txt").write_text(GARBLED.format(tag="v0.25.0"))
+    ev = read_run([tmp_path / "issue.txt"])
+    assert ev.engine_version == "0.25.0"
+    dx = diagnose(ev, shipped)
+    rec = next(r for r in dx.recommendations if r.rule == f"finding {FUSION}")
+    assert 'pip install -U "vllm>=0.25.1"' in rec.commands
+    (tmp_path / "issue.txt").write_text(GARBLED.format(tag="nightly"))
+    dx = diagnose(read_run([tmp_path / "issue.txt"]), shipped)
+    assert all(r.rule != f"finding {FUSION}" for r in dx.recommendations)
+    checks = {c["condition"]: c["state"] for c in why(dx, FUSION)["checks"]}
+    assert checks["engine: vllm >=0.25.0,<0.25.1"] == "failed"
+
+
+def test_the_version_range_decides_the_engine_version_finding(shipped, tmp_path):
+    from ingest.run import read_run
+    from kb.diagnose import diagnose, why
+
+    text = ("vllm==0.25.1\nOur json_schema requests (xgrammar) run at half the throughput they had; "
+            "plain completions are unchanged.\n")
+    (tmp_path / "issue.txt").write_text(text)
+    dx = diagnose(read_run([tmp_path / "issue.txt"]), shipped)
+    top = dx.recommendations[0]
+    assert top.rule == f"finding {BITMASK}"
+    assert any('pip install "vllm==0.23.0"' in c for c in top.commands)
+    assert {c["condition"]: c["state"] for c in why(dx, BITMASK)["checks"]}["engine: vllm >=0.24.0"] == "held"
+
+    (tmp_path / "issue.txt").write_text(text.replace("vllm==0.25.1", "vllm==0.23.0"))
+    dx = diagnose(read_run([tmp_path / "issue.txt"]), shipped)
+    assert all(r.rule != f"finding {BITMASK}" for r in dx.recommendations)
+    assert {c["condition"]: c["state"] for c in why(dx, BITMASK)["checks"]}["engine: vllm >=0.24.0"] == "failed"
