@@ -17,7 +17,8 @@ from kb.records import Condition
     ("uv pip install vllm==0.11.0 --torch-backend=auto", ("vllm", "0.11.0")),
     ("sglang: 0.5.4.post1", ("sglang", "0.5.4.post1")),  # python -m sglang.check_env
     ("docker run --gpus all vllm/vllm-openai:v0.11.0 --model Qwen/Qwen3-8B", ("vllm", "0.11.0")),
-    ("docker run --gpus all lmsysorg/sglang:v0.5.4.post1-cu129 python3 -m sglang.launch_server", ("sglang", "0.5.4.post1")),
+    ("docker run --gpus all lmsysorg/sglang:v0.5.4.post1-cu129 python3 -m sglang.launch_server",
+     ("sglang", "0.5.4.post1")),
     ("image: lmsysorg/sglang:dev", ("sglang", NIGHTLY)),
     ("docker pull vllm/vllm-openai:nightly", ("vllm", NIGHTLY)),
     ("On vLLM v0.12.0 the decode speed halved.", ("vllm", "0.12.0")),
