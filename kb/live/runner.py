@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import signal
 import time
@@ -115,6 +116,7 @@ async def run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, p
     fatal: list[str] = []
     checking: list[asyncio.Task] = []
     last_check = [0.0]
+    failed = [0]
     bar.start(level_label(c), n if not opts.duration and n < 1_000_000 else None)  # before the clock starts
     t0 = time.perf_counter()
     deadline = t0 + opts.duration if opts.duration else None
@@ -131,12 +133,14 @@ async def run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, p
                 return
             i = issued
             issued += 1
-            o = await one_request(wc, url, request_body(prompts.get(c * 1_000_003 + i), opts, probe.model))
+            o = await one_request(wc, url, request_body(prompts.get(c * 1_000_003 + i), opts, probe.model),
+                                  opts.timeouts.read)
             outcomes.append(o)
+            failed[0] += not o.ok
             if o.transport and (not checking or (checking[-1].done() and time.monotonic() - last_check[0] > 1.0)):
                 last_check[0] = time.monotonic()  # is the server gone? (at most once a second)
                 checking.append(asyncio.create_task(check_alive()))
-            bar.update(len(outcomes), sum(1 for x in outcomes if not x.ok))
+            bar.update(len(outcomes), failed[0])  # a count kept, not a pass over all outcomes per request
 
     async def arrivals(wc: aiohttp.ClientSession) -> None:
         """Open loop at `c` requests/s: exponential gaps (a Poisson process, as the
@@ -156,7 +160,7 @@ async def run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, p
             i = issued
             issued += 1
             body = request_body(prompts.get(int(c * 1000) * 1_000_003 + i), opts, probe.model)
-            t = asyncio.create_task(one_request(wc, url, body))
+            t = asyncio.create_task(one_request(wc, url, body, opts.timeouts.read))
             t.add_done_callback(lambda d: outcomes.append(d.result())
                                 if not d.cancelled() and not d.exception() else None)
             inflight.add(t)
@@ -244,7 +248,9 @@ async def run_sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None,
                     httpx.AsyncClient(timeout=httpx.Timeout(connect=t.connect, read=10.0, write=10.0, pool=None),
                                       **kw) as mhttp:
                 try:
-                    prompts, ptoks = await calibrate(http, base, probe.model, opts.input_len, opts.seed, res.warnings)
+                    room = probe.max_model_len - opts.output_len if probe.max_model_len else math.inf
+                    prompts, ptoks = await calibrate(http, base, probe.model, opts.input_len, opts.seed, res.warnings,
+                                                     cap=room)
                 except httpx.HTTPError as e:
                     raise ServerError(cl.describe_error(e, cl.join(base, "/v1/completions"), t)) from None
                 ctx = probe.max_model_len

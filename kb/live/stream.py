@@ -42,13 +42,16 @@ def error_text(body: str) -> str:
     return " ".join(redact_text(text[:4096]).split())[:160] or "(empty body)"
 
 
+READ_TIMEOUT = "read timeout (no token within the read timeout)"
+
+
 def transport_error(e: BaseException) -> str:
     if isinstance(e, aiohttp.ClientConnectorError):
         return "connection refused" if isinstance(e.os_error, ConnectionRefusedError) else "cannot connect"
     if isinstance(e, aiohttp.ConnectionTimeoutError):
         return "connect timeout"
     if isinstance(e, asyncio.TimeoutError):  # aiohttp's SocketTimeoutError: no bytes within sock_read
-        return "read timeout (no token within the read timeout)"
+        return READ_TIMEOUT
     if isinstance(e, (aiohttp.ServerDisconnectedError, aiohttp.ClientPayloadError, aiohttp.ClientOSError)):
         return "connection closed by the server mid-answer"
     return f"{type(e).__name__}"
@@ -83,18 +86,39 @@ def stream_session(timeouts: cl.Timeouts, headers: dict, tls, limit: int) -> aio
     decoding are C (llhttp), where httpx parses every chunk in Python (h11): on a
     2-core machine shared with the server, the client's CPU per token slows the server
     it measures (docs/PERFORMANCE.md). vLLM's own serving benchmark uses aiohttp too.
-    `limit` connections (0: unbounded), no proxies from the environment, no redirects."""
+    `limit` connections (0: unbounded), no proxies from the environment, no redirects.
+    No sock_read timeout: aiohttp re-arms that timer on every chunk received (a sixth
+    of the client's CPU per token); `one_request` keeps its own, re-armed lazily."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit, ssl=tls),
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect, sock_read=timeouts.read),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect),
         headers=headers, trust_env=False, auto_decompress=False)
 
 
-async def one_request(http: aiohttp.ClientSession, url: str, body: dict) -> Outcome:
+async def one_request(http: aiohttp.ClientSession, url: str, body: dict, read: float | None = None) -> Outcome:
+    """One streamed request, timed. `read`: seconds without a token (from the request's
+    start, then from each token) after which it fails with a read timeout."""
     out = Outcome()
     st = time.perf_counter()
     last = st
     first = False
+    expired = False
+    task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def watch() -> None:
+        """The read timeout, checked when it could first expire and re-armed from the
+        last token's time: no timer work per token."""
+        nonlocal expired, timer
+        idle = time.perf_counter() - last
+        if idle >= read:
+            expired = True
+            task.cancel()
+        else:
+            timer = loop.call_later(read - idle, watch)
+
+    timer = loop.call_later(read, watch) if read else None
+    itl = out.itl
     try:
         async with http.post(url, data=json.dumps(body).encode(), headers=_JSON, allow_redirects=False) as r:
             if r.status != 200:
@@ -126,11 +150,11 @@ async def one_request(http: aiohttp.ClientSession, url: str, body: dict) -> Outc
                             continue
                     if data is None or data.get("choices"):  # a token: time it
                         now = time.perf_counter()
-                        if not first:
+                        if first:
+                            itl.append(now - last)
+                        else:
                             first = True
                             out.ttft = now - st
-                        else:
-                            out.itl.append(now - last)
                         last = now
                     if data is None:
                         continue
@@ -146,9 +170,17 @@ async def one_request(http: aiohttp.ClientSession, url: str, body: dict) -> Outc
             return out
         out.latency = last - st
         if not out.output_tokens:
-            out.output_tokens = len(out.itl) + 1  # no usage chunk: one token per chunk
+            out.output_tokens = len(itl) + 1  # no usage chunk: one token per chunk
         out.ok = True
     except (aiohttp.ClientError, asyncio.TimeoutError) as e:
         out.error = transport_error(e)
         out.transport = True
+    except asyncio.CancelledError:
+        if not expired or task.uncancel():  # the level's own cancellation (Ctrl-C, time cap) goes on
+            raise
+        out.error = READ_TIMEOUT
+        out.transport = True
+    finally:
+        if timer:
+            timer.cancel()
     return out
