@@ -2,7 +2,7 @@
 
     python benchmarks/sweep_vs_vllm.py [--url http://127.0.0.1:PORT] [--concurrency 1,4,16]
         [--requests 32,64,128] [--input-len 32] [--output-len 64] [--repeat 5] [--before /work/main]
-        [--max-num-seqs 64] [--cpu-streams 0]
+        [--max-num-seqs 64]
 
 Without --url it builds the tiny random-weight Llama of the live tests and starts a
 vLLM (CPU) server on 127.0.0.1 from the engines venv (scripts/build_env_engines.sh).
@@ -11,10 +11,11 @@ Both clients stay loaded between runs (one kb worker process calling the library
 `sweep`, one engines-venv process calling `vllm.benchmarks.serve.main`, the module behind
 `vllm bench serve`), so no interpreter or torch start-up falls next to a timed run; each
 prints a run's figures on stdout when given a line on stdin. At each level they run
-alternately, kb then vLLM, --repeat times, with the same workload: `ignore_eos`, input
---input-len tokens (vLLM's random dataset; kb's calibrated word prompts), output
---output-len tokens, --requests requests (one count, or one per level) at concurrency c, one warm-up request
-before each run (vLLM's initial test request; kb's calibration requests). The table gives
+alternately (kb, vLLM, vLLM, kb, ...), --repeat times each, with the same workload:
+`ignore_eos`, input --input-len tokens (vLLM's random dataset; kb's calibrated word
+prompts), output --output-len tokens, --requests requests (one count, or one per level)
+at concurrency c, a warm-up before each run (vLLM's initial test request; kb's
+calibration requests). The table gives
 the medians and two ratios: of the medians, and the median of the ratios of each adjacent
 kb/vLLM pair (the pair ran seconds apart, so load from others on the machine hits both
 alike), with that ratio's range. It also prints each client's CPU per 1,000 output tokens
@@ -150,7 +151,7 @@ def report(name: str, rows: list[tuple[int, list[dict], list[dict]]]) -> None:
         for label, kk, vk in FIGURES:
             k = statistics.median(r[kk] for r in kbr)
             v = statistics.median(r[vk] for r in vr)
-            pairs = [a[kk] / b[vk] for a, b in zip(kbr, vr) if b[vk]]
+            pairs = [a[kk] / b[vk] for a, b in zip(kbr, vr, strict=True) if b[vk]]
             print(f"{c:>5}  {label:<13} {k:>10,.2f} {v:>10,.2f}  {_pct(k / v) if v else '-':>16}  "
                   f"{_pct(statistics.median(pairs)):>12} ({_pct(min(pairs))}–{_pct(max(pairs))})")
     print("workload per request (median over runs): "
@@ -160,9 +161,12 @@ def report(name: str, rows: list[tuple[int, list[dict], list[dict]]]) -> None:
                       f"{statistics.median(r['total_output_tokens'] / r['completed'] for r in vr):.0f} out"
                       for c, kbr, vr in rows))
     print("client CPU per 1,000 output tokens during the timed part, ms (median): "
-          + "; ".join(f"c={c} kb {statistics.median(1e6 * r['client_cpu_s'] / r['total_output_tokens'] for r in kbr):.1f}"
-                      f", vLLM {statistics.median(1e6 * r['client_cpu_s'] / r['total_output_tokens'] for r in vr):.1f}"
-                      for c, kbr, vr in rows))
+          + "; ".join(f"c={c} kb {_cpu_k(kbr):.1f}, vLLM {_cpu_k(vr):.1f}" for c, kbr, vr in rows))
+
+
+def _cpu_k(runs: list[dict]) -> float:
+    """Median client CPU ms per 1,000 output tokens."""
+    return statistics.median(1e6 * r["client_cpu_s"] / r["total_output_tokens"] for r in runs)
 
 
 def main() -> int:
@@ -208,13 +212,12 @@ def main() -> int:
             rows, old_rows = [], []
             load = [os.getloadavg()]
             t0 = time.strftime("%H:%M", time.gmtime())
-            for c, n in zip(levels, counts):
+            for c, n in zip(levels, counts, strict=True):
                 kbr, vr, oldr = [], [], []
-                for _ in range(args.repeat):
-                    if old:
-                        oldr.append(old.run(c, n))
-                    kbr.append(kb.run(c, n))
-                    vr.append(vl.run(c, n))
+                for i in range(args.repeat):  # ABBA order: a load trend within a level favours neither
+                    order = [(old, oldr), (kb, kbr), (vl, vr)] if old else [(kb, kbr), (vl, vr)]
+                    for w, got in (order if i % 2 == 0 else order[::-1]):
+                        got.append(w.run(c, n))
                 rows.append((c, kbr, vr))
                 old_rows.append((c, oldr, vr))
                 load.append(os.getloadavg())
