@@ -87,8 +87,8 @@ def stream_session(timeouts: cl.Timeouts, headers: dict, tls, limit: int) -> aio
     2-core machine shared with the server, the client's CPU per token slows the server
     it measures (docs/PERFORMANCE.md). vLLM's own serving benchmark uses aiohttp too.
     `limit` connections (0: unbounded), no proxies from the environment, no redirects.
-    No sock_read timeout: aiohttp re-arms that timer on every chunk received (a sixth
-    of the client's CPU per token); `one_request` keeps its own, re-armed lazily."""
+    No sock_read timeout: aiohttp re-arms that timer on every chunk received (a tenth to
+    a sixth of the client's CPU per token); `one_request` keeps its own, re-armed lazily."""
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=limit, ssl=tls),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=timeouts.connect),
