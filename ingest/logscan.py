@@ -619,7 +619,10 @@ class _Shapes:
         events = p.events.counts  # a V1 row's preemptions are folded too (only counted by now)
         p.stats, p.events.counts = SampleStats(), dict(events)  # thrown away: what the parser adds is already folded
         try:
-            st.route(lineno, line)
+            # a fast row holds a stats marker, so `route` gives it to the two log parsers only;
+            # the other engine's parser reads nothing in it (as for every fast row): it counts it
+            p.feed(lineno, line)
+            (st.vll if p is st.sgl else st.sgl).lines += 1
         finally:
             p.stats, p.events.counts = real, events
             if hasattr(p, "new_tokens"):  # sglang's prefill token sums are the parser's own: folded too
