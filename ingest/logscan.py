@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 from ingest.serverlog import MAX_RANKS, SampleStats
 from kb.textfile import MAX_LINE_CHARS, lines
 
-CHUNK = 2**20
+CHUNK = 2**19
 # a line longer than this many bytes holds more than MAX_LINE_CHARS characters (UTF-8 ≤ 4 bytes each)
 OVERLONG = 4 * MAX_LINE_CHARS + 8
 
