@@ -93,7 +93,8 @@ def _vllm(preempt: bytes = b"") -> bytes:
         rb"\[loggers\.py:\d{1,6}\] (?:Engine " + _g("v1_eng", rb"\d{1,6}") + rb": )?Avg prompt throughput: "
         + _g("v1_prompt", _F) + rb" tokens/s, Avg generation throughput: " + _g("v1_gen", _F)
         + rb" tokens/s, Running: " + _g("v1_run", _N) + rb" reqs, Waiting: " + _g("v1_wait", _N)
-        + rb" reqs, " + preempt + rb"GPU KV cache usage: " + _g("v1_use", _F) + rb"%, Prefix cache hit rate: " + _F + rb"%"
+        + rb" reqs, " + preempt + rb"GPU KV cache usage: " + _g("v1_use", _F)
+        + rb"%, Prefix cache hit rate: " + _F + rb"%"
         rb"|\[?metrics\.py:\d{1,6}\] Avg prompt throughput: " + _g("v0_prompt", _F) + rb" tokens/s, Avg generation "
         rb"throughput: " + _g("v0_gen", _F) + rb" tokens/s, Running: " + _g("v0_run", _N) + rb" reqs, Swapped: "
         + _g("v0_swap", _N) + rb" reqs, Pending: " + _g("v0_pend", _N) + rb" reqs, GPU KV cache usage: "
