@@ -16,6 +16,7 @@ This reader comes last: a file any specific reader recognises is never read here
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -98,9 +99,11 @@ def _load(name: str) -> tuple[str, bool] | None:
     return None
 
 
+@functools.lru_cache(maxsize=4096)
 def names_load(header: str) -> bool:
     """Whether classify(header) is a load column, without the rest of classify (a CSV
-    header is found by its load column; a long log's comma lines are all asked)."""
+    header is found by its load column; a long log's comma lines are all asked, and their
+    cells repeat: sglang's server_args dump is ~200 of them, logged again at each restart)."""
     return _load(_norm(header)[0]) is not None
 
 

@@ -30,7 +30,7 @@ from typing import Callable, Iterable
 from ingest.serverlog import MAX_RANKS, SampleStats
 from kb.textfile import MAX_LINE_CHARS, lines
 
-CHUNK = 2**20
+CHUNK = 2**19
 # a line longer than this many bytes holds more than MAX_LINE_CHARS characters (UTF-8 ≤ 4 bytes each)
 OVERLONG = 4 * MAX_LINE_CHARS + 8
 
@@ -81,21 +81,33 @@ _SGL = (
 )
 # vLLM V1 (v1/metrics/loggers.py) and V0 (engine/metrics.py) periodic stats; prefixes: a
 # docker --timestamps time, a `[date time] ` capture prefix, `(APIServer pid=N) ` (coloured or not).
-# A V1 line with `Preemptions: N` is not a fast row: the line parser counts it as N preempt events.
+# A V1 line with `Preemptions: N` is not a row here (it is N preempt events): see _V1_PREEMPT.
 _VPREFIX = (rb"(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z |\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] )?"
             rb"(?:(?:\x1b\[[\d;]{0,8}m)?\(APIServer pid=\d{1,9}\)(?:\x1b\[[\d;]{0,8}m)? )?")
-_VLLM = (
-    rb"(?P<vl>" + _VPREFIX + rb"INFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:"
-    rb"\[loggers\.py:\d{1,6}\] (?:Engine " + _g("v1_eng", rb"\d{1,6}") + rb": )?Avg prompt throughput: "
-    + _g("v1_prompt", _F) + rb" tokens/s, Avg generation throughput: " + _g("v1_gen", _F)
-    + rb" tokens/s, Running: " + _g("v1_run", _N) + rb" reqs, Waiting: " + _g("v1_wait", _N)
-    + rb" reqs, GPU KV cache usage: " + _g("v1_use", _F) + rb"%, Prefix cache hit rate: " + _F + rb"%"
-    rb"|\[?metrics\.py:\d{1,6}\] Avg prompt throughput: " + _g("v0_prompt", _F) + rb" tokens/s, Avg generation "
-    rb"throughput: " + _g("v0_gen", _F) + rb" tokens/s, Running: " + _g("v0_run", _N) + rb" reqs, Swapped: "
-    + _g("v0_swap", _N) + rb" reqs, Pending: " + _g("v0_pend", _N) + rb" reqs, GPU KV cache usage: "
-    + _g("v0_use", _F) + rb"%, CPU KV cache usage: " + _g("v0_cpu", _F) + rb"%\.?"
-    rb"))\n"
-)
+
+
+def _vllm(preempt: bytes = b"") -> bytes:
+    """The vLLM stats rows; `preempt` is what stands between V1's Waiting and its KV cache usage."""
+    return (
+        rb"(?P<vl>" + _VPREFIX + rb"INFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? (?:"
+        rb"\[loggers\.py:\d{1,6}\] (?:Engine " + _g("v1_eng", rb"\d{1,6}") + rb": )?Avg prompt throughput: "
+        + _g("v1_prompt", _F) + rb" tokens/s, Avg generation throughput: " + _g("v1_gen", _F)
+        + rb" tokens/s, Running: " + _g("v1_run", _N) + rb" reqs, Waiting: " + _g("v1_wait", _N)
+        + rb" reqs, " + preempt + rb"GPU KV cache usage: " + _g("v1_use", _F)
+        + rb"%, Prefix cache hit rate: " + _F + rb"%"
+        rb"|\[?metrics\.py:\d{1,6}\] Avg prompt throughput: " + _g("v0_prompt", _F) + rb" tokens/s, Avg generation "
+        rb"throughput: " + _g("v0_gen", _F) + rb" tokens/s, Running: " + _g("v0_run", _N) + rb" reqs, Swapped: "
+        + _g("v0_swap", _N) + rb" reqs, Pending: " + _g("v0_pend", _N) + rb" reqs, GPU KV cache usage: "
+        + _g("v0_use", _F) + rb"%, CPU KV cache usage: " + _g("v0_cpu", _F) + rb"%\.?"
+        rb"))\n"
+    )
+
+
+_VLLM = _vllm()
+# V1's `Preemptions: N` (vLLM prints it only when N > 0, before the KV cache usage; v1/metrics/
+# loggers.py): each such line is N preempt events. The row path leaves these lines to the line
+# parser; the shape path reads them once the parser keeps no more preempt events in full (_Shapes.block).
+_V1_PREEMPT = re.compile(_vllm(b"Preemptions: " + _g("v1_pre", _N) + b", "))
 # uvicorn's access line for the serving endpoints; no parser reads it (its words and
 # paths are none of the ones the log parsers look for), the log parsers only count it
 _ACCESS = (
@@ -405,7 +417,7 @@ _SG_GEN = re.compile(rb"gen throughput \(token/s\): (" + _F + rb")")
 _SG_ACC = re.compile(rb"accept len: (" + _F + rb")")
 _VL_GEN = re.compile(rb"Avg generation throughput: (" + _F + rb") tokens/s")
 MAX_SHAPES = 4096  # shapes (and layouts) remembered per file; past that a new one takes the row path
-_NUMERIC = {name for name in COL if name not in ("sg", "vl", "other", "sg_rank", "d_graph")}
+_NUMERIC = {name for name in COL if name not in ("sg", "vl", "other", "sg_rank", "d_graph")} | {"v1_pre"}
 
 
 class _Shape:
@@ -413,6 +425,7 @@ class _Shape:
 
     def __init__(self, kind: str, k: int, fields: dict, rank: tuple | None, graph_false: bool):
         self.kind, self.k, self.fields, self.rank, self.graph_false = kind, k, fields, rank, graph_false
+        self.preempt = "v1_pre" in fields
         self.rows: list[bytes] = []
         self.engine_rows: list = []  # the line indices of this engine's rows (shared by one engine's shapes)
         self.engine_lines: list = []  # and the lines themselves, in file order
@@ -443,12 +456,15 @@ class _Shapes:
         numbers do not sit apart (never seen: the block then takes the row path)."""
         m = ROWS.match(line + b"\n")
         if m.group("other") is not None:
-            return self.other
-        kind = "sg" if m.group("sg") is not None else "vl" if m.group("vl") is not None else "access"
+            m = _V1_PREEMPT.match(line + b"\n") if b"Preemptions: " in line else None
+            if m is None:
+                return self.other
+        kind = "vl" if m.re is _V1_PREEMPT else (
+            "sg" if m.group("sg") is not None else "vl" if m.group("vl") is not None else "access")
         starts = {t.span(): i for i, t in enumerate(_TOKEN.finditer(line))}
         fields = {}
         for name in _NUMERIC:
-            text = m.group(name)
+            text = m.group(name) if name in m.re.groupindex else None
             if text is None:
                 continue
             s, e = m.span(name)
@@ -474,12 +490,13 @@ class _Shapes:
             kind = "sgd" if "d_run" in fields else "sgp"
         elif kind == "vl":
             kind = "v1" if "v1_run" in fields else "v0"
-        key = (kind, len(starts), tuple(sorted(fields.items())), rank, m.group("d_graph"))
+        graph = m.group("d_graph") if kind == "sgd" else None
+        key = (kind, len(starts), tuple(sorted(fields.items())), rank, graph)
         shape = self.layouts.get(key)
         if shape is None:
             if len(self.layouts) >= MAX_SHAPES:
                 return None  # (a damaged log inventing rank names): the row path, in bounded memory
-            shape = self.layouts[key] = _Shape(kind, len(starts), fields, rank, m.group("d_graph") == b"False")
+            shape = self.layouts[key] = _Shape(kind, len(starts), fields, rank, graph == b"False")
             engine = "sg" if kind[:2] == "sg" else "vl" if kind[0] == "v" else "access"
             shape.engine_rows, shape.engine_lines = self.engine_rows[engine], self.engine_lines[engine]
         return shape
@@ -504,6 +521,10 @@ class _Shapes:
             shape = self.known.get(shapes_of[i]) or self.classify(lines[i])  # (seen earlier in this block)
             if shape is None:
                 return False
+            if shape.preempt and not self.preempts_counted_only():
+                ordered.append(i)  # its preempt events are still kept in full: the parser reads it
+                shapes[i] = self.other
+                continue
             if shape is self.other:
                 if _ACCESS_TAIL.search(lines[i] + b"\n"):
                     return False  # it would hide an access line of a shape read as good
@@ -565,6 +586,13 @@ class _Shapes:
         if at < len(data) and not self.block(data[at:]):
             st.rows_block(data[at:])
 
+    def preempts_counted_only(self) -> bool:
+        """Whether the vLLM parser now only counts preempt events (EventLog keeps the first
+        `per_kind` in full, in file order) and has seen the Preemptions field: a V1 line with
+        Preemptions then changes only those two, in no order-dependent way, and can be folded."""
+        p = self.state.vll
+        return p.events.counts.get("preempt", 0) >= p.events.per_kind and "Preemptions" in p.stats.extra_max
+
     @staticmethod
     def kept(p, rows: list[int]) -> dict:
         """The rows the sampler keeps ({line index: (parser, seen before it)}), as LineSampler.add
@@ -589,11 +617,15 @@ class _Shapes:
         st = self.state
         p.sampler.seen = seen
         real, counts = p.stats, (getattr(p, "new_tokens", 0), getattr(p, "cached_tokens", 0))
-        p.stats = SampleStats()  # thrown away: what the parser adds to it is already folded
+        events = p.events.counts  # a V1 row's preemptions are folded too (only counted by now)
+        p.stats, p.events.counts = SampleStats(), dict(events)  # thrown away: what the parser adds is already folded
         try:
-            st.route(lineno, line)
+            # a fast row holds a stats marker, so `route` gives it to the two log parsers only;
+            # the other engine's parser reads nothing in it (as for every fast row): it counts it
+            p.feed(lineno, line)
+            (st.vll if p is st.sgl else st.sgl).lines += 1
         finally:
-            p.stats = real
+            p.stats, p.events.counts = real, events
             if hasattr(p, "new_tokens"):  # sglang's prefill token sums are the parser's own: folded too
                 p.new_tokens, p.cached_tokens = counts
 
@@ -693,7 +725,12 @@ class _Shapes:
                 vll.queued_max = _mx(vll.queued_max, max(q))
                 vll.token_usage_max = _mx(vll.token_usage_max, round(max(map(float, s.col(t, use_f))) / 100, 6))
                 vll.prompt_max = _mx(vll.prompt_max, max(map(float, s.col(t, prompt_f))))
-                if not v1:  # (a V1 line with Preemptions is never a fast row: see _VPREFIX)
+                if s.preempt:  # as vllm_log._stats: the field's maximum, and N events per line (counted only)
+                    preempted = list(map(int, s.col(t, "v1_pre")))
+                    vll.extra("Preemptions", float(max(preempted)))
+                    if sum(preempted):
+                        p.events.counts["preempt"] += sum(preempted)
+                if not v1:
                     vll.extra("Swapped", float(max(map(int, s.col(t, "v0_swap")))))
                     vll.extra("CPU KV cache usage", max(map(float, s.col(t, "v0_cpu"))) / 100)
             if vl_gen:

@@ -17,6 +17,7 @@ reads a description such as "8x RTX PRO 6000".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -33,7 +34,9 @@ MAX_GPUS = 1024  # GPUs held per parser (a machine has at most a few dozen)
 _INDEX = r"\d{1,4}"
 
 
+@functools.lru_cache(maxsize=8)
 def _clean(line: str) -> str:
+    # (cached: the five nvidia-smi readers each clean every line of a long log, one after another)
     return _ANSI.sub("", line).strip()
 
 

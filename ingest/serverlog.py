@@ -216,7 +216,8 @@ def error_kind(line: str) -> str | None:
     """"oom" or "error" for a line that reports one (an OOM inside a traceback is an oom)."""
     if "rror" not in line and "emory" not in line and "xception" not in line and "Traceback" not in line:
         return None  # fast path for the many ordinary lines
-    if OOM.search(line):
+    # every OOM phrase holds "memory" in some case; a case-blind search of a long line costs far more
+    if "memory" in line.lower() and OOM.search(line):
         return "oom"
     if ERROR.search(line):
         return "error"

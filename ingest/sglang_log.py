@@ -99,24 +99,26 @@ class SglangLog(ServerLogBase):
             # sglang reports the fuller of the two pools for hybrid (SWA) models
             usage = max(num(f.get("full token usage")) or 0.0, num(f.get("swa token usage")) or 0.0)
         graph = f.get("cuda graph", f.get("cpu graph"))
-        s = Sample(
-            line=lineno, time=time, kind="decode" if which == "Decode" else "prefill",
-            running=as_int(f.get("#running-req")), queued=as_int(f.get("#queue-req")),
-            tokens=as_int(f.get("#token", f.get("#full token"))), token_usage=usage,
-            cuda_graph=as_bool(graph), accept_len=num(f.get("accept len")),
-        )
-        if which == "Decode":
-            s.gen_throughput = num(f.get("gen throughput (token/s)"))
-        else:
-            s.prompt_throughput = num(f.get("input throughput (token/s)"))
-        if s.running is None and s.gen_throughput is None and s.token_usage is None:
+        running = as_int(f.get("#running-req"))
+        decode = which == "Decode"
+        gen = num(f.get("gen throughput (token/s)")) if decode else None
+        if running is None and gen is None and usage is None:
             return  # "Decode batch" inside some other message
-        if which == "Prefill":
+        hit = None
+        if not decode:
             new, cached = as_int(f.get("#new-token")) or 0, as_int(f.get("#cached-token")) or 0
             self.new_tokens += new
             self.cached_tokens += cached
             if new + cached:
-                s.prefix_hit_rate = round(cached / (new + cached), 4)
+                hit = round(cached / (new + cached), 4)
+        # one constructor call (a pydantic attribute set afterwards costs as much again)
+        s = Sample(
+            line=lineno, time=time, kind="decode" if decode else "prefill",
+            running=running, queued=as_int(f.get("#queue-req")),
+            tokens=as_int(f.get("#token", f.get("#full token"))), token_usage=usage,
+            cuda_graph=as_bool(graph), accept_len=num(f.get("accept len")), gen_throughput=gen,
+            prompt_throughput=None if decode else num(f.get("input throughput (token/s)")), prefix_hit_rate=hit,
+        )
         for key, value in f.items():
             if key not in _KNOWN:
                 self.stats.extra(key, num(value))

@@ -245,3 +245,29 @@ def test_shapes_past_the_limit_read_the_same(tmp_path, monkeypatch):
     p = tmp_path / "log"
     p.write_bytes(unit * 2)
     assert_same(p)
+
+
+def test_v1_preemption_lines_fold_once_their_events_are_only_counted(tmp_path, monkeypatch):
+    """vLLM V1 stats lines with `Preemptions: N` (N preempt events each; the 0.33.0 sample's
+    lines), mixed with V0 preemption warnings and errors whose events come first: the parser
+    reads them while it still keeps preempt events in full, the shape path folds the rest."""
+    v1 = [ln for ln in (SAMPLES / "vllm_logs" / "src-vllm-0.33.0_v1_glm-4.5-air-fp8_tp2_ep.log").read_bytes()
+          .splitlines(keepends=True) if b"Avg prompt throughput" in ln]
+    warn = next(ln for ln in (SAMPLES / "vllm_logs" / "src-vllm-0.6.4.post1_v0_mixtral-8x7b_tp4_l40s.log")
+                .read_bytes().splitlines(keepends=True) if b"is preempted by PreemptionMode" in ln)
+    rnd = random.Random(9)
+    out = [rnd.choice(v1) if rnd.random() < 0.97 else warn for _ in range(60_000)]
+    p = tmp_path / "log"
+    p.write_bytes(b"".join(out))
+    read = []
+    real = logscan._State.text_lines
+    monkeypatch.setattr(logscan._State, "text_lines", lambda self, data: (read.append(data), real(self, data))[1])
+    records, _ = assert_same(p)
+    trace = next(r for r in records if r.get("engine") == "vllm")
+    preempts = sum(int(ln.split(b"Preemptions: ")[1].split(b",")[0]) for ln in out if b"Preemptions: " in ln)
+    assert preempts > 1000
+    assert trace["stats"]["events"]["preempt"] == preempts + out.count(warn)
+    assert trace["stats"]["extra_max"]["Preemptions"] == max(
+        float(ln.split(b"Preemptions: ")[1].split(b",")[0]) for ln in out if b"Preemptions: " in ln)
+    with_field = sum(b"Preemptions: " in ln for ln in out)
+    assert sum(b"Preemptions: " in d for d in read) < with_field / 20  # the rest folded, not read line by line
