@@ -94,6 +94,8 @@ CASES = [
              "utilization.\n"}, None, "vllm"),
     ("tl-vllm-moe-tp-without-ep",
      {LAUNCH: "vllm serve Qwen/Qwen3-30B-A3B --tensor-parallel-size 4\n"}, "4x H100", None),
+    ("tl-sglang-moe-tp-without-ep",
+     {LAUNCH: "python -m sglang.launch_server --model-path Qwen/Qwen3-235B-A22B --tp-size 8\n"}, "8x H100", None),
     ("tl-sglang-mla-high-concurrency-no-dp-attention",
      {LAUNCH: "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp-size 8 "
               "--max-running-requests 512 --trust-remote-code\n"}, "8x H200", None),
