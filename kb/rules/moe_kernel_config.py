@@ -50,6 +50,8 @@ def tuning_shape(ctx: RuleContext) -> dict | None:
                      block_shape=(m.quant_details or {}).get("weight_block_size"), from_log=False, fused=fused)
     else:
         return None
+    if not shape.get("from_log") and m.quantization == "fp8" and not m.quant_details:
+        shape["block_unknown"] = True  # the format is known by the model's name only, not its block size
     if not shape.get("device") and ctx.hw:
         shape["device"] = ("NVIDIA " + ctx.hw.gpu if not ctx.hw.gpu.upper().startswith(("NVIDIA", "AMD"))
                            else ctx.hw.gpu).replace(" ", "_")
@@ -57,7 +59,11 @@ def tuning_shape(ctx: RuleContext) -> dict | None:
 
 
 def config_file_name(shape: dict) -> str:
-    name = f"E={shape['E']},N={shape['N']},device_name={shape.get('device') or 'UNKNOWN'}"
+    """The file the engine looks for; with the GPU or the FP8 block size unknown, the
+    pattern every such file matches (the tuning script fills them in from where it runs)."""
+    if not shape.get("device") or shape.get("block_unknown"):
+        return f"E={shape['E']},N={shape['N']},*.json"
+    name = f"E={shape['E']},N={shape['N']},device_name={shape['device']}"
     if shape.get("dtype"):
         name += f",dtype={shape['dtype']}"
     if shape.get("block_shape"):
@@ -81,9 +87,9 @@ def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
         tune += ["--dtype", dtype, "--tune"]
         if shape.get("path"):
             dest = shape["path"].rsplit("/", 1)[0] + "/"
-            copy = f"cp {shlex.quote(fname)} {shlex.quote(dest)}"
+            copy = f"cp {_quote(fname)} {shlex.quote(dest)}"
         else:
-            copy = ("cp " + shlex.quote(fname) + ' "$(python -c \'import os, sglang, triton; '
+            copy = ("cp " + _quote(fname) + ' "$(python -c \'import os, sglang, triton; '
                     'print(os.path.join(os.path.dirname(sglang.__file__), '
                     '"srt/layers/moe/moe_runner/triton_utils/configs", '
                     '"triton_" + triton.__version__.replace(".", "_")))\')"/')
@@ -94,6 +100,11 @@ def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
     tune = ["python", "benchmarks/kernels/benchmark_moe.py", "--model", model, "--tp-size", str(tp), "--dtype", dtype,
             "--tune", "--save-dir", save]
     return [shlex.join(tune) + f"  # writes {save}/{fname}", f"export VLLM_TUNED_CONFIG_FOLDER=\"$PWD/{save}\""]
+
+
+def _quote(fname: str) -> str:
+    """A file name for the shell; a pattern's `*` stays unquoted so the shell expands it."""
+    return shlex.quote(fname) if "*" not in fname else "'" + fname[:-len("*.json")] + "'*.json"
 
 
 def check(ctx: RuleContext) -> Proposal | None:
@@ -123,7 +134,9 @@ def check(ctx: RuleContext) -> Proposal | None:
                else f"Check for a tuned fused-MoE config (E={shape['E']}, N={shape['N']}) on this GPU"),
         severity="low" if red_herring or not (sig or plateau) else ("severe" if sig and plateau else "moderate"),
         rationale=(f"no tuned config {config_file_name(shape)} exists, so the MoE layers run default tiles"
-                   if not red_herring else "the warning concerns a kernel this server does not use"),
+                   if not red_herring and (sig or plateau) else
+                   f"unless a tuned config {config_file_name(shape)} ships for this GPU, the MoE layers run default "
+                   "tiles" if not red_herring else "the warning concerns a kernel this server does not use"),
         commands=[] if red_herring else tuning_commands(ctx, shape),
         evidence=(sig.evidence if sig else []) + (plateau.evidence[-2:] if plateau else []),
         # a reminder (no warning, no plateau) is supported by nothing this run showed: an
