@@ -290,8 +290,8 @@ def by_name(ctx: RuleContext) -> Proposal | None:
              f"({quant or ctx.arg('dtype') or '16-bit'}) = {weights_gib:.1f} GiB; at TP{size} that is "
              f"{weights_gib / size:.1f} GiB of the {usable:.0f} GiB kb counts per {hw.gpu} (fraction {fraction:g}), "
              "the rest is KV cache",
-             "no config.json: the KV room per replica is not computed; check the start-up log's KV cache size "
-             "(or give the config) before moving"]
+             "the model's layers and heads are not known: the KV room per replica is not computed; check the "
+             "start-up log's KV cache size (or give the model's config) before moving"]
     planned = replica_changes(ctx, Plan(tp, pp, _SizeOnly(size), None, fraction, 0, 0), changes, moe, notes)
     if planned is None or planned == ([], []):
         return None
