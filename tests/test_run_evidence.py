@@ -181,3 +181,18 @@ def test_prose_naming_a_model_repo_gives_the_model_path(tmp_path):
     q = tmp_path / "other.txt"
     q.write_text("Throughput is 1200 tok/s at 64 req/s, see github.com/deepseek-ai/DeepGEMM2.\n")
     assert read_run([q]).model_path is None
+
+
+def test_gpu_named_in_prose_with_a_single_gpu_launch(tmp_path):
+    """A launch with no parallel flags runs on one GPU: the GPU the prose names is that one."""
+    launch = tmp_path / "launch.sh"
+    launch.write_text("vllm serve Qwen/Qwen3-8B --max-model-len 8192\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("On our H100 the decode speed is lower than expected.\n")
+    hw = read_run([launch, notes]).hardware
+    assert (hw.gpu, hw.count, hw.arch) == ("H100", 1, "SM90") and hw.source == "text evidence"
+    # without a launch command the count stays unknown, and so do the GPUs
+    assert read_run([notes]).hardware is None
+    # a data-parallel launch does not say how many GPUs either
+    launch.write_text("vllm serve Qwen/Qwen3-8B --data-parallel-size 4\n")
+    assert read_run([launch, notes]).hardware is None
