@@ -3,7 +3,8 @@
 
 The command is the load the server was given: `--max-concurrency`, `--request-rate`,
 `--num-prompts`, and the request lengths of the random dataset (`--random-input-len` /
-`--random-output-len`; sglang's older spellings `--random-input` / `--random-output`).
+`--random-output-len`; sglang's older spellings `--random-input` / `--random-output`). The
+command itself is read by kb.benchcmd (the same reading the benchmark-method rule uses).
 With those, rules that compare the server's settings with its load (a running cap below
 the concurrency, a latency-only or a throughput question) have something to compare with,
 even when nobody pasted the result block. A file that holds a result block as well is
@@ -15,66 +16,44 @@ from __future__ import annotations
 
 import re
 
-from ingest.launch_command import shell_words
+from kb import benchcmd
 from kb.records import BenchRun, Where
 
 MAX_LINE = 4096
 MAX_COMMANDS = 50
 MAX_CONTINUED = 100
 
-_VLLM = re.compile(r"(?:\bvllm\s+bench\s+serve\b|\bbenchmark_serving\.py\b)")
-_SGLANG = re.compile(r"\bsglang\.bench_serving\b")
+_ENTRY = re.compile(r"(?:\bvllm\s+bench\s+serve\b|\bbenchmark_serving\.py\b|\bsglang\.bench_serving\b)")
 _RESULT = re.compile(r"Serving Benchmark Result")
-# the client's own flags, each under every spelling its tool accepts (argparse takes a
-# unique prefix too: `--num-prompt` for `--num-prompts` appears in real scripts)
-FLAGS = {
-    "concurrency": ("--max-concurrency",),
-    "request_rate": ("--request-rate",),
+# the lengths under every spelling the clients accept (argparse takes a unique prefix:
+# older sglang scripts write `--random-input` / `--random-output`, some `--num-prompt`)
+SPELLINGS = {
     "num_prompts": ("--num-prompts", "--num-prompt"),
     "input_len": ("--random-input-len", "--random-input", "--input-len"),
     "output_len": ("--random-output-len", "--random-output", "--output-len"),
-    "model": ("--model",),
-    "backend": ("--backend",),
 }
 
 
-def _number(v: str | None) -> float | None:
-    if v is None:
-        return None
-    try:
-        return float(v)  # "inf" included: all requests at once
-    except ValueError:  # `${CONCURRENCY}`: a shell variable, no value to read
-        return None
-
-
-def _values(words: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for i, w in enumerate(words):
-        name, eq, val = w.partition("=")
-        for key, spellings in FLAGS.items():
-            if name in spellings and key not in out:
-                if eq:
-                    out[key] = val
-                elif i + 1 < len(words) and not words[i + 1].startswith("--"):
-                    out[key] = words[i + 1]
-    return out
+def _first(cmd: benchcmd.BenchCommand, key: str) -> float | None:
+    return next((v for v in (cmd.number(n) for n in SPELLINGS[key]) if v is not None), None)
 
 
 def run_from_command(text: str, where: Where | None = None) -> BenchRun | None:
-    """The load a benchmark command sets, as a BenchRun without measurements; None when
-    the command is not a serving benchmark or sets no load at all."""
-    tool = "sglang-bench" if _SGLANG.search(text) else "vllm-bench" if _VLLM.search(text) else None
-    if tool is None:
+    """The load a benchmark command sets (kb.benchcmd reads the command), as a BenchRun
+    without measurements; None when it is not a serving benchmark or sets no load at all."""
+    cmd = benchcmd.parse(text)
+    if cmd is None:
         return None
-    v = _values(shell_words(text.replace("\\\n", " ")))
-    conc, rate, prompts = (_number(v.get(k)) for k in ("concurrency", "request_rate", "num_prompts"))
-    if not any((conc, rate, prompts)):
+    conc, rate, prompts = cmd.number("--max-concurrency"), cmd.number("--request-rate"), _first(cmd, "num_prompts")
+    if not any((conc, rate, prompts)):  # `${CONC}`: a shell variable, no value to read
         return None
-    model = v.get("model")
-    return BenchRun(tool=tool, backend=v.get("backend"), model=model if model and "$" not in model else None,
+    model = cmd.args.get("--model")
+    backend = cmd.args.get("--backend")
+    return BenchRun(tool=f"{cmd.tool}-bench", backend=backend if isinstance(backend, str) else None,
+                    model=model if isinstance(model, str) and "$" not in model else None,
                     concurrency=int(conc) if conc and conc != float("inf") else None,
                     request_rate=rate, num_prompts=int(prompts) if prompts else None,
-                    input_len=_number(v.get("input_len")), output_len=_number(v.get("output_len")),
+                    input_len=_first(cmd, "input_len"), output_len=_first(cmd, "output_len"),
                     server_args={"bench": {"command_only": True}}, source=where)
 
 
@@ -101,7 +80,7 @@ class BenchCommandLines:
                 return
             self.pending = None
             return
-        if (_VLLM.search(line) or _SGLANG.search(line)) and not line.lstrip().startswith("#") \
+        if _ENTRY.search(line) and not line.lstrip().startswith("#") \
                 and len(self.commands) < MAX_COMMANDS:
             self.commands.append((lineno, [line]))
             if line.rstrip().endswith("\\"):
