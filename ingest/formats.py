@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Literal
 
+from ingest.bench_command import BenchCommandLines
 from ingest.genai_perf import AiPerfJson, GenAiPerfCsv, GenAiPerfJson
 from ingest.generic_results import GenericResultsJson, GenericResultsText, only_a_results_table
 from ingest.guidellm import GuidellmJson
@@ -83,6 +84,9 @@ FORMATS: tuple[Format, ...] = (
     Format("vllm-throughput-text", VllmThroughputText, "lines", 90,
            "vLLM benchmark_throughput / `vllm bench throughput` output with its command", "benchmark output",
            "vllm_throughput_text"),
+    Format("bench-command", BenchCommandLines, "lines", 95,
+           "a `vllm bench serve` / benchmark_serving.py / sglang.bench_serving command without its result block",
+           "benchmark command", "bench_commands"),
     Format("nvidia-smi-q", NvidiaSmiQ, "lines", 100, "`nvidia-smi -q`", "nvidia-smi output", "nvidia_smi", r"-q\.txt$"),
     Format("nvidia-smi-csv", NvidiaSmiCsv, "lines", 110, "`nvidia-smi --query-gpu=… --format=csv`",
            "nvidia-smi output", "nvidia_smi", "csv"),

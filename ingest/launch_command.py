@@ -326,15 +326,20 @@ class FlagListLines:
 
     def feed(self, lineno: int, line: str) -> None:
         m = _FLAG_LINE.match(line) if len(line) < 400 else None
-        if m:
+        if m and not _flag_run(m.group(1)):
             if not self.block:
                 self.start = lineno
             self.block.append(m.group(1).strip())
             return
         self._close()
+        if len(line) < MAX_COMMAND_CHARS and _flag_run(line):
+            # the same flags written on one line (`--a=1 --b 2 --c`), as a write-up or an
+            # issue lists the engine parameters of a deployment without its entry point
+            self.start, self.block = lineno, [line.strip()]
+            self._close(least=1)
 
-    def _close(self) -> None:
-        if len(self.block) >= 2 and len(self.blocks) < MAX_COMMANDS:
+    def _close(self, least: int = 2) -> None:
+        if len(self.block) >= least and len(self.blocks) < MAX_COMMANDS:
             self.blocks.append((self.start, self.block))
         self.block = []
 
@@ -353,6 +358,24 @@ class FlagListLines:
                                      args=args, norm_args=norm, raw=" ".join(flags)[:MAX_COMMAND_CHARS],
                                      source=Where(path=self.path, line=start)))
         return out
+
+
+def _flag_run(line: str) -> bool:
+    """A line of two or more server flags and nothing else: every word is a `--flag`
+    (`--flag=value` too) or the value right after one."""
+    words = shell_words(line.strip())
+    if len(words) < 2 or not words[0].startswith("--"):
+        return False
+    flags, after_flag = 0, False
+    for w in words:
+        if w.startswith("--") and len(w) > 3:
+            flags += 1
+            after_flag = "=" not in w
+        elif after_flag and not w.startswith("-"):
+            after_flag = False
+        else:
+            return False
+    return flags >= 2
 
 
 def _engine_of(args: dict) -> str | None:

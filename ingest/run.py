@@ -391,7 +391,7 @@ def _from_prose(ev: RunEvidence) -> None:
     is named), its version, the GPUs (when their count is said too); model traits and the
     GPU name are kept apart for findings' conditions. Prose counts whole; of a log, only a
     short one (a pasted excerpt), since a long log names things in passing."""
-    from ingest.textevidence import MAX_ALL_LINES, context_of
+    from ingest.textevidence import MAX_ALL_LINES, context_of, repo_ids_in
 
     lines = [t for t in ev.text if t.kind == "prose"]
     if len(ev.text) < MAX_ALL_LINES:
@@ -404,13 +404,29 @@ def _from_prose(ev: RunEvidence) -> None:
         ev.warnings.append(f"engine {ev.engine} taken from the text evidence")
     if not ev.engine_version and ctx.get("engine_version") and ctx.get("engine") == ev.engine:
         ev.engine_version = ctx["engine_version"]
-    count = ctx.get("gpu_count") or ev.tp_size()
+    if not ev.model_path:  # the model named by its repo id, for the model lookup and rules that need the path
+        named = repo_ids_in(lines)
+        if named:
+            ev.model_path = named[0]
+            ev.warnings.append(f"model {named[0]} taken from the text evidence"
+                               + (f" (it also names {', '.join(named[1:3])})" if len(named) > 1 else ""))
+    count = ctx.get("gpu_count") or ev.tp_size() or _server_gpus(ev)
     if not ev.hardware and ctx.get("gpu") and count:
         from ingest.nvidia_smi import hardware_from_string
 
         hw, _ = hardware_from_string(f"{count}x {ctx['gpu']}")
         ev.hardware = hw.model_copy(update={"source": "text evidence", "interconnect": ctx.get("interconnect")})
     ev.text_context = {k: ctx[k] for k in ("model", "model_family", "quantization", "gpu") if ctx.get(k)}
+
+
+def _server_gpus(ev: RunEvidence) -> int | None:
+    """GPUs a launched server uses when its command sets no parallel size: one (TP, PP and
+    DP default to 1 in both engines). None without a launch command: then nothing says."""
+    if not ev.launch_argv:
+        return None
+    sizes = [ev.arg(*names) for names in (("pp_size", "pipeline_parallel_size", "pp"),
+                                          ("dp_size", "data_parallel_size", "dp"))]
+    return 1 if all(v in (None, "", 1, "1") for v in sizes) else None
 
 
 def _norm(key: str) -> str:

@@ -73,6 +73,30 @@ def context_of(lines: list[TextLine]) -> dict:
     return context_from("\n".join(t.text for t in lines))
 
 
+# organisations that publish model weights on the Hugging Face hub: a mention
+# `Org/Name-with-a-digit` of one of them in prose is a model repo id (`deepseek-ai/DeepSeek-V3`,
+# a huggingface.co link), while other `a/b` words (tok/s, a GitHub project) are not
+PUBLISHERS = (
+    "Qwen", "deepseek-ai", "meta-llama", "mistralai", "moonshotai", "nvidia", "openai", "zai-org", "THUDM",
+    "google", "microsoft", "RedHatAI", "neuralmagic", "MiniMaxAI", "ibm-granite", "allenai", "tiiuae", "01-ai",
+    "baichuan-inc", "internlm", "stepfun-ai", "inclusionAI", "XiaomiMiMo", "tencent", "baidu", "codellama",
+    "lmsys", "NousResearch", "unsloth", "Salesforce", "bigcode", "facebook", "CohereForAI", "CohereLabs",
+    "ByteDance-Seed", "LGAI-EXAONE", "Snowflake", "casperhansen", "TheBloke", "amd", "intel", "nm-testing")
+REPO_MENTION = re.compile(r"(?<![\w.-])(?<!github\.com/)((?:" + "|".join(map(re.escape, PUBLISHERS)) +
+                          r")/[A-Za-z0-9][\w.-]*\d[\w.-]*)", re.I)
+
+
+def repo_ids_in(lines: list[TextLine]) -> list[str]:
+    """Model repo ids the text names, in order of first mention."""
+    out: list[str] = []
+    for t in lines:
+        for rid in REPO_MENTION.findall(t.text):
+            rid = rid.rstrip(".-")
+            if rid not in out:
+                out.append(rid)
+    return out
+
+
 FLAG_MENTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)+|(?<![\w-])--[a-z]{3,}\b")
 
 

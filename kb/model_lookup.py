@@ -11,11 +11,13 @@ wrong quantization and weight size. A config the user gave (or one among the fil
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ingest.hf_config import hub_cache_dirs, is_repo_id, load_profile, locate_in_hub_cache
 from kb.errors import InputError, NotFoundError
 from kb.evidence import RunEvidence
+from kb.vocab import quantization_in
 
 SHIPPED_DIR = Path(__file__).parent / "data" / "model_configs"
 HUB = "hub"
@@ -58,25 +60,47 @@ def find_config(repo_id: str) -> tuple[Path, str] | None:
     return next(iter(candidates(repo_id)), None)
 
 
+# the weight format as the last part of a publisher's upload name (Qwen3-8B-FP8, -AWQ, -GPTQ-Int4)
+QUANT_SUFFIX = re.compile(r"[-_](?:FP8(?:[-_](?:Dynamic|Static|Block))?|AWQ|GPTQ(?:[-_]Int[48])?|Int[48]|NVFP4|MXFP4|"
+                          r"W4A16|W8A8)$", re.I)
+
+
+def base_of(repo_id: str) -> tuple[str, str] | None:
+    """(base repo id, quantization) of a publisher's quantized upload, by its name suffix."""
+    m = QUANT_SUFFIX.search(repo_id) if is_repo_id(repo_id) else None
+    quant = quantization_in(m.group(0).replace("_", "-").strip("-")) if m else None
+    return (repo_id[:m.start()], quant) if m and quant else None
+
+
 def fill_model(ev: RunEvidence) -> None:
     """Give `ev` the named model's profile when it has none, and say where it came from
     on a Files entry (path "config.json"; its `model_config` key for --json). A damaged
     cached config is a warning, and kb's copy (if any) is used instead."""
     repo = ev.model_path
-    if ev.model is not None or not repo:
+    if ev.model is not None or not repo or not isinstance(repo, str):
         return
-    for path, origin in candidates(repo):
+    found = [(p, o, None) for p, o in candidates(repo)]
+    sibling = base_of(repo) if not found else None
+    if sibling:
+        found = [(p, o, sibling) for p, o in candidates(sibling[0])]
+    for path, origin, base in found:
         try:
             profile = load_profile(path)
         except (InputError, NotFoundError) as e:
-            ev.warnings.append(f"config.json for {repo} in {ORIGIN_TEXT[origin]} not used: {e}")
+            ev.warnings.append(f"config.json for {base[0] if base else repo} in {ORIGIN_TEXT[origin]} not used: {e}")
             continue
-        ev.model = m = profile.model_copy(update={"name": repo})
+        update = {"name": repo}
+        if base and profile.quantization in (None, "bf16", "fp16"):
+            update.update(quantization=base[1], quant_details={},
+                          source=f"{base[0]}'s config.json; weights as {base[1]} by the name {repo}")
+        ev.model = m = profile.model_copy(update=update)
         shown = f"kb/data/model_configs/{path.name}" if origin == SHIPPED else str(path)
         shape = f"MoE {m.experts}×top-{m.experts_per_token}" if m.is_moe else "dense"
+        kind = f"{repo} from {ORIGIN_TEXT[origin]}" if not base else \
+            f"{repo}: the shape of {base[0]} from {ORIGIN_TEXT[origin]}, {m.quantization} weights by its name"
         ev.files.append({
-            "path": "config.json", "kind": f"{repo} from {ORIGIN_TEXT[origin]}",
+            "path": "config.json", "kind": kind,
             "yielded": f"model config: {shape}, {m.quantization or 'quantization unstated'} ({shown})",
-            "model_config": {"repo_id": repo, "from": origin, "file": str(path)},
+            "model_config": {"repo_id": base[0] if base else repo, "from": origin, "file": str(path)},
         })
         return

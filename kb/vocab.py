@@ -158,3 +158,14 @@ def quantization_in(text: str) -> str | None:
         if re.search(rx, text, re.I):
             return q
     return None
+
+
+# a parameter count in a model's name: "Mistral-7B", "CodeLlama-13b-hf", "Qwen3-235B-A22B" (the
+# first count is the total); not "8x7B" (a count per expert), not "A22B" (the active part)
+PARAMS_IN_NAME = re.compile(r"(?<![\dxX.A-Za-z])(\d{1,4}(?:\.\d)?)[bB](?![A-Za-z0-9])")
+
+
+def params_in_name(name: str) -> float | None:
+    """Billions of parameters a model's name states, if it states them."""
+    m = PARAMS_IN_NAME.search(name.rstrip("/").rsplit("/", 1)[-1] if name else "")
+    return float(m.group(1)) if m else None

@@ -153,3 +153,26 @@ def test_damaged_cached_config_of_an_unshipped_model_leaves_it_unknown(tmp_path,
     assert d.ev.model is None and d.to_json()["model_config"] is None
     assert any("config.json for acme/Private-7B in the local hub cache not used" in w for w in d.warnings)
     json.dumps(d.to_json(), default=str)
+
+
+def test_publishers_own_quantized_upload_gets_the_base_shape_with_the_named_format(tmp_path, no_hub):
+    """`Org/X-GPTQ-Int4` beside a known `Org/X`: the same layers and experts, weights as the name says."""
+    assert model_lookup.base_of("Qwen/Qwen3-235B-A22B-GPTQ-Int4") == ("Qwen/Qwen3-235B-A22B", "gptq")
+    assert model_lookup.base_of("Qwen/Qwen3-8B-FP8-Dynamic") == ("Qwen/Qwen3-8B", "fp8")
+    assert model_lookup.base_of("Qwen/Qwen3-30B-A3B") is None
+    ev = read_run([launch(tmp_path, "vllm serve Qwen/Qwen3-30B-A3B-GPTQ-Int4 --tensor-parallel-size 2")],
+                  gpu="2x H100")
+    model_lookup.fill_model(ev)
+    base = load_profile(QWEN)
+    m = ev.model
+    assert (m.name, m.experts, m.layers, m.quantization) == ("Qwen/Qwen3-30B-A3B-GPTQ-Int4", base.experts,
+                                                             base.layers, "gptq")
+    assert base.quantization != "gptq"
+    entry = ev.files[-1]
+    assert entry["model_config"]["repo_id"] == "Qwen/Qwen3-30B-A3B" and "gptq weights by its name" in entry["kind"]
+
+
+def test_another_orgs_quantized_upload_still_gets_nothing(tmp_path, no_hub):
+    ev = read_run([launch(tmp_path, "vllm serve acme/Qwen3-30B-A3B-FP8 --tensor-parallel-size 2")], gpu="2x H100")
+    model_lookup.fill_model(ev)
+    assert ev.model is None

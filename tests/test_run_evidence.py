@@ -158,3 +158,41 @@ def test_one_run_with_long_waits_is_queueing():
     ev = read_run([DATA / "diagnosis" / "gpustack-glm52-h200-max-running"])
     sig = {s.id: s for s in detect(ev)}["ttft-queueing"]
     assert sig.data["level"] == 512 and sig.data["wait_share"] > 0.3
+
+
+def test_flags_on_one_line_without_command_are_server_args(tmp_path):
+    """An issue's "engine parameters" on one line (tests/data/diagnosis_heldout/vllm-8089-*)."""
+    d = DATA / "diagnosis_heldout" / "vllm-8089-llama3-70b-fp8-tp8-vs-2x-tp4"
+    ev = read_run([d / "backend-params.txt"])
+    assert ev.engine == "vllm" and ev.files[0]["kind"] == "server-flags"
+    assert ev.server_args["max_num_batched_tokens"] == "8192" and ev.server_args["enable_chunked_prefill"] is True
+    # one flag with its value is not a flag list; a sentence with a flag in it is not either
+    p = tmp_path / "notes.txt"
+    p.write_text("--max-model-len 32768\nwe set --max-num-seqs 64 and it helped\n")
+    assert not any(f.get("kind") == "server-flags" for f in read_run([p]).files)
+
+
+def test_prose_naming_a_model_repo_gives_the_model_path(tmp_path):
+    p = tmp_path / "issue.txt"
+    p.write_text("Serving https://huggingface.co/Qwen/Qwen3-30B-A3B with vLLM 0.11.0 on 2x H100 is slow.\n"
+                 "We built github.com/deepseek-ai/DeepGEMM2 from source; 1200 tok/s.\n")
+    ev = read_run([p])
+    assert ev.model_path == "Qwen/Qwen3-30B-A3B"
+    q = tmp_path / "other.txt"
+    q.write_text("Throughput is 1200 tok/s at 64 req/s, see github.com/deepseek-ai/DeepGEMM2.\n")
+    assert read_run([q]).model_path is None
+
+
+def test_gpu_named_in_prose_with_a_single_gpu_launch(tmp_path):
+    """A launch with no parallel flags runs on one GPU: the GPU the prose names is that one."""
+    launch = tmp_path / "launch.sh"
+    launch.write_text("vllm serve Qwen/Qwen3-8B --max-model-len 8192\n")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("On our H100 the decode speed is lower than expected.\n")
+    hw = read_run([launch, notes]).hardware
+    assert (hw.gpu, hw.count, hw.arch) == ("H100", 1, "SM90") and hw.source == "text evidence"
+    # without a launch command the count stays unknown, and so do the GPUs
+    assert read_run([notes]).hardware is None
+    # a data-parallel launch does not say how many GPUs either
+    launch.write_text("vllm serve Qwen/Qwen3-8B --data-parallel-size 4\n")
+    assert read_run([launch, notes]).hardware is None

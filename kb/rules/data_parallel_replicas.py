@@ -25,14 +25,15 @@ par-dp-moe-coupling).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kb import launchcmd
 from kb.flagdata import version_key
 from kb.records import Evidence
 from kb.rules.base import FlagChange, Proposal, Rule, RuleContext, Threshold, change, pow2_at_least
-from kb.sizing import default_fraction, fitting_group, memory
-from kb.vocab import quantization_in
+from kb.sizing import GIB, WEIGHT_BYTES, default_fraction, fitting_group, memory
+from kb.vocab import params_in_name, quantization_in
 
 OFFLINE_TOOLS = ("vllm-throughput",)  # every prompt at once
 DEFAULT_PORT = {"sglang": 30000, "vllm": 8000}
@@ -211,7 +212,9 @@ def _group_name(tp: int, pp: int) -> str:
 def check(ctx: RuleContext) -> Proposal | None:
     m, named = served_profile(ctx)
     hw = ctx.hw
-    if not m or not m.params_b or not (m.layers and (m.heads or m.kv_heads or m.kv_lora_rank)):
+    if m is None:
+        return by_name(ctx)
+    if not m.params_b or not (m.layers and (m.heads or m.kv_heads or m.kv_lora_rank)):
         return None
     if not hw or not hw.memory_gb:
         return None
@@ -248,6 +251,71 @@ def check(ctx: RuleContext) -> Proposal | None:
         supporting=[s for s in ("throughput-plateau", "ttft-queueing", "running-cap-with-queue") if s in ctx.signals])
 
 
+DTYPE_BYTES = {"float32": 4.0, "float": 4.0, "float16": 2.0, "half": 2.0, "bfloat16": 2.0, "auto": 2.0}
+MOE_NAME = re.compile(r"-A\d+(?:\.\d+)?B\b|moe|mixtral", re.I)  # Qwen3-30B-A3B: 3B active of 30B
+
+
+def by_name(ctx: RuleContext) -> Proposal | None:
+    """Without config.json: the parameter count the served model's name states, at the
+    weight format its name or --dtype gives. No KV arithmetic is possible without the
+    model's layers and heads, so the smaller group must keep most of its memory free of
+    weights (`weights_share_max`), and the check is low severity."""
+    path = ctx.ev.model_path if isinstance(ctx.ev.model_path, str) else ""
+    params = params_in_name(path)
+    hw, group = ctx.hw, current_group(ctx)
+    if not params or not hw or not hw.memory_gb or not group or goal(ctx) is None:
+        return None
+    tp, pp = group
+    quant = quantization_in(path) or (ctx.arg("quantization") if ctx.arg("quantization") in WEIGHT_BYTES else None)
+    per_param = WEIGHT_BYTES[quant] if quant else DTYPE_BYTES.get(str(ctx.arg("dtype") or "auto").lower(), 2.0)
+    weights_gib = params * 1e9 * per_param / GIB
+    fraction = float(ctx.arg("mem_fraction") or 0) or default_fraction(ctx.engine, hw)
+    usable = hw.memory_gb * fraction
+    size = next((s for s in (1, 2, 4, 8) if s < tp * pp and (tp * pp) % s == 0
+                 and weights_gib / s <= ctx.limit("weights_share_max") * usable), None)
+    if size is None:
+        return None
+    replicas = tp * pp // size
+    changes = []
+    c_tp = change(ctx, "tp", size, f"{weights_gib / size:.1f} GiB of weights per GPU at TP{size}")
+    if c_tp:
+        c_tp.current = tp
+        changes.append(c_tp)
+    if pp > 1:
+        c_pp = change(ctx, "pp", None, "one replica needs no pipeline stages")
+        if c_pp:
+            changes.append(c_pp)
+    moe = ctx.engine == "vllm" and bool(MOE_NAME.search(path))
+    notes = [f"weights computed from the name: {params:g}B parameters × {per_param:g} bytes "
+             f"({quant or ctx.arg('dtype') or '16-bit'}) = {weights_gib:.1f} GiB; at TP{size} that is "
+             f"{weights_gib / size:.1f} GiB of the {usable:.0f} GiB kb counts per {hw.gpu} (fraction {fraction:g}), "
+             "the rest is KV cache",
+             "the model's layers and heads are not known: the KV room per replica is not computed; check the "
+             "start-up log's KV cache size (or give the model's config) before moving"]
+    planned = replica_changes(ctx, Plan(tp, pp, _SizeOnly(size), None, fraction, 0, 0), changes, moe, notes)
+    if planned is None or planned == ([], []):
+        return None
+    changes, commands = planned
+    return Proposal(
+        title=f"{replicas} replicas of TP{size} instead of one {_group_name(tp, pp)} group ({path} fits on {size} "
+              "GPU(s))",
+        severity="low",
+        rationale=(f"{path} holds {weights_gib:.1f} GiB of weights: TP{size} keeps them within "
+                   f"{weights_gib / size / usable:.0%} of each GPU's usable memory; the other GPUs of the "
+                   f"{_group_name(tp, pp)} group add all-reduce traffic rather than throughput"),
+        changes=changes, commands=commands, notes=notes,
+        evidence=[Evidence(text=f"{_group_name(tp, pp)} on {hw.gpu}; {params:g}B parameters by the name {path}",
+                           where=None)],
+        supporting=[s for s in ("throughput-plateau", "ttft-queueing", "running-cap-with-queue") if s in ctx.signals])
+
+
+@dataclass
+class _SizeOnly:
+    """A replica's layout when only its TP size is known (no config for the memory arithmetic)."""
+    tp: int
+    pp: int = 1
+
+
 def _older_than_catalog(ctx: RuleContext) -> bool:
     v = ctx.ev.engine_version
     return bool(v) and version_key(v) < version_key(ctx.catalog.version)
@@ -273,13 +341,15 @@ def _instances(ctx: RuleContext, changes: list[FlagChange], replicas: int, size:
 RULE = Rule(id="KB112", name="data-parallel-replicas", title="Tensor parallelism wider than the model needs",
             fix_class="data-parallel-replicas",
             signals=("throughput-plateau", "running-cap-with-queue", "ttft-queueing"),
-            needs=("model-config", "gpu-memory", "server-args"), severity="moderate",
+            needs=("model-config|model-path", "gpu-memory", "server-args"), severity="moderate",
             reads="config.json (parameters, layers, KV heads), GPU memory, the TP size from the server arguments, "
                   "and no latency-only benchmark",
             thresholds=(Threshold("latency_max_level", 8, "every benchmark at this concurrency or below: a latency "
                                                           "question, the rule stays quiet"),
                         Threshold("throughput_level", 32, "a benchmark at this load or above: a throughput question"),
-                        Threshold("replica_share_max", 256, "most requests one replica must hold of the tested load")),
+                        Threshold("replica_share_max", 256, "most requests one replica must hold of the tested load"),
+                        Threshold("weights_share_max", 0.4, "without config.json: the largest share of a GPU's usable "
+                                                            "memory the weights may take in the smaller group")),
             example=("Llama-3.1-70B (BF16) at TP8 on 8x H100 with a benchmark at 64 concurrency → 2 replicas of TP4 "
                      "(--tp-size 4 --dp-size 2) (tests/rules/KB112/fires)"),
             check=check, doc=__doc__)

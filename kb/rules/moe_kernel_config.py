@@ -13,7 +13,9 @@ tiles can leave much of the GPU idle. When another MoE runner backend is in use
 warning is a red herring.
 
 Evidence: the warning line, with E, N, device and dtype read from its path;
-the model's routed experts and expert intermediate size; the TP size.
+the model's routed experts and expert intermediate size; the TP size. Without a
+log, for vLLM: the tuned configs the newest vLLM kb lists ships (kb/data/moe_configs):
+a version known to ship one for this shape and GPU keeps the rule quiet.
 
 Fix: run the engine's tuning script for exactly this E and N on this GPU and
 put the file where the warning says it looked.
@@ -21,10 +23,18 @@ put the file where the warning says it looked.
 
 from __future__ import annotations
 
+import re
 import shlex
+from functools import cache
+from pathlib import Path
 
 from kb import launchcmd
+from kb.flagdata import version_key
 from kb.rules.base import Proposal, Rule, RuleContext
+
+# the tuned configs vLLM ships (scripts/gen_moe_config_list.py lists an installed vLLM's
+# fused_moe/configs): with no log, they say whether this shape on this GPU has one
+SHIPPED_DIR = Path(__file__).resolve().parent.parent / "data" / "moe_configs"
 
 # architectures whose shared expert sglang fuses into the routed-expert kernel (E + 1)
 FUSED_SHARED_EXPERT_ARCHS = {"DeepseekV3ForCausalLM", "GlmMoeDsaForCausalLM", "Glm4MoeLiteForCausalLM"}
@@ -50,6 +60,8 @@ def tuning_shape(ctx: RuleContext) -> dict | None:
                      block_shape=(m.quant_details or {}).get("weight_block_size"), from_log=False, fused=fused)
     else:
         return None
+    if not shape.get("from_log") and m.quantization == "fp8" and not m.quant_details:
+        shape["block_unknown"] = True  # the format is known by the model's name only, not its block size
     if not shape.get("device") and ctx.hw:
         shape["device"] = ("NVIDIA " + ctx.hw.gpu if not ctx.hw.gpu.upper().startswith(("NVIDIA", "AMD"))
                            else ctx.hw.gpu).replace(" ", "_")
@@ -57,7 +69,11 @@ def tuning_shape(ctx: RuleContext) -> dict | None:
 
 
 def config_file_name(shape: dict) -> str:
-    name = f"E={shape['E']},N={shape['N']},device_name={shape.get('device') or 'UNKNOWN'}"
+    """The file the engine looks for; with the GPU or the FP8 block size unknown, the
+    pattern every such file matches (the tuning script fills them in from where it runs)."""
+    if not shape.get("device") or shape.get("block_unknown"):
+        return f"E={shape['E']},N={shape['N']},*.json"
+    name = f"E={shape['E']},N={shape['N']},device_name={shape['device']}"
     if shape.get("dtype"):
         name += f",dtype={shape['dtype']}"
     if shape.get("block_shape"):
@@ -81,9 +97,9 @@ def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
         tune += ["--dtype", dtype, "--tune"]
         if shape.get("path"):
             dest = shape["path"].rsplit("/", 1)[0] + "/"
-            copy = f"cp {shlex.quote(fname)} {shlex.quote(dest)}"
+            copy = f"cp {_quote(fname)} {shlex.quote(dest)}"
         else:
-            copy = ("cp " + shlex.quote(fname) + ' "$(python -c \'import os, sglang, triton; '
+            copy = ("cp " + _quote(fname) + ' "$(python -c \'import os, sglang, triton; '
                     'print(os.path.join(os.path.dirname(sglang.__file__), '
                     '"srt/layers/moe/moe_runner/triton_utils/configs", '
                     '"triton_" + triton.__version__.replace(".", "_")))\')"/')
@@ -94,6 +110,35 @@ def tuning_commands(ctx: RuleContext, shape: dict) -> list[str]:
     tune = ["python", "benchmarks/kernels/benchmark_moe.py", "--model", model, "--tp-size", str(tp), "--dtype", dtype,
             "--tune", "--save-dir", save]
     return [shlex.join(tune) + f"  # writes {save}/{fname}", f"export VLLM_TUNED_CONFIG_FOLDER=\"$PWD/{save}\""]
+
+
+@cache
+def shipped_lists() -> dict[str, tuple[str, ...]]:
+    """{vLLM version: shipped config names}, from kb/data/moe_configs/vllm-*.txt."""
+    return {p.stem.split("-", 1)[1]: tuple(p.read_text().split()) for p in sorted(SHIPPED_DIR.glob("vllm-*.txt"))}
+
+
+def shipped_for(shape: dict, gpu: str) -> tuple[str, list[str]] | None:
+    """(vLLM version, its shipped configs for this E and N on this GPU model), from the
+    newest list kb has; None without a list. The GPU matches a device name's model part
+    (`H100` matches NVIDIA_H100_80GB_HBM3, not H100's neighbours; `H20` is not H200)."""
+    lists = shipped_lists()
+    if not lists:
+        return None
+    version = max(lists, key=version_key)
+    dev = re.compile(r"device_name=(?:NVIDIA_|AMD_)?" + re.escape(gpu.replace(" ", "_")) + r"(?![0-9A-Za-z])", re.I)
+    head = f"E={shape['E']},N={shape['N']},"
+
+    def same_format(name: str) -> bool:  # a bf16 model does not use an fp8 config, nor the reverse
+        dtype = re.search(r",dtype=([^,]+)", name)
+        return (dtype.group(1) if dtype else None) == shape.get("dtype")
+
+    return version, [n for n in lists[version] if n.startswith(head) and dev.search(n) and same_format(n)]
+
+
+def _quote(fname: str) -> str:
+    """A file name for the shell; a pattern's `*` stays unquoted so the shell expands it."""
+    return shlex.quote(fname) if "*" not in fname else "'" + fname[:-len("*.json")] + "'*.json"
 
 
 def check(ctx: RuleContext) -> Proposal | None:
@@ -117,13 +162,25 @@ def check(ctx: RuleContext) -> Proposal | None:
     if unlogged and not sig and not plateau:
         notes.append("no server log was given: look for `Using default MoE kernel config` in it; tune only if it is "
                      "there")
+        known = shipped_for(shape, ctx.hw.gpu) if ctx.engine == "vllm" and ctx.hw and not red_herring else None
+        if known:
+            version, names = known
+            if names and ctx.ev.engine_version and version_key(ctx.ev.engine_version) >= version_key(version):
+                return None  # this version ships a tuned config for the shape: nothing to check
+            notes.append(f"vLLM {version} ships a tuned config for this shape on {ctx.hw.gpu} ({names[0]}.json): "
+                         "an older version may lack it: its log says whether the kernel found one"
+                         if names else
+                         f"vLLM {version} ships no tuned config for E={shape['E']}, N={shape['N']} on {ctx.hw.gpu} "
+                         "(kb's list of its fused_moe/configs): neither it nor an older version has one")
     return Proposal(
         title=("Default-MoE-config warning is a red herring here" if red_herring
                else f"Tune the fused-MoE kernel for E={shape['E']}, N={shape['N']} on this GPU" if sig or plateau
                else f"Check for a tuned fused-MoE config (E={shape['E']}, N={shape['N']}) on this GPU"),
         severity="low" if red_herring or not (sig or plateau) else ("severe" if sig and plateau else "moderate"),
         rationale=(f"no tuned config {config_file_name(shape)} exists, so the MoE layers run default tiles"
-                   if not red_herring else "the warning concerns a kernel this server does not use"),
+                   if not red_herring and (sig or plateau) else
+                   f"unless a tuned config {config_file_name(shape)} ships for this GPU, the MoE layers run default "
+                   "tiles" if not red_herring else "the warning concerns a kernel this server does not use"),
         commands=[] if red_herring else tuning_commands(ctx, shape),
         evidence=(sig.evidence if sig else []) + (plateau.evidence[-2:] if plateau else []),
         # a reminder (no warning, no plateau) is supported by nothing this run showed: an

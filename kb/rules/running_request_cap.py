@@ -12,12 +12,14 @@ and TTFT grows with queueing.
 Evidence: `#running-req` / `Running: N reqs` at the cap with `#queue-req` /
 `Waiting` > 0 in the server log or /metrics; a plateau whose knee sits at the cap;
 or a benchmark offering more concurrency than the cap while TTFT shows queueing.
+Without the queueing symptom, a cap set in the launch line below the benchmark's
+concurrency is a low-severity check: the excess requests wait by arithmetic.
 
 Fix: raise the cap to the load you serve, within the KV capacity the start-up
 log reports; raise the CUDA-graph batch ceiling with it (KB102).
 """
 
-from kb.rules.base import Proposal, Rule, RuleContext, Threshold, change, target_running_cap
+from kb.rules.base import Proposal, Rule, RuleContext, Threshold, change, kv_fit, target_running_cap
 
 
 def check(ctx: RuleContext) -> Proposal | None:
@@ -27,7 +29,11 @@ def check(ctx: RuleContext) -> Proposal | None:
     binds_at_knee = bool(plateau and cap and int(cap) <= plateau.data["knee"] * ctx.limit("knee_margin"))
     queueing = ctx.signals.get("ttft-queueing")
     below_load = bool(queueing and cap and int(cap) < ctx.max_level())  # offered more than it may run
-    if not sig and not binds_at_knee and not below_load:
+    # without a queueing symptom, a cap set below the benchmark's concurrency is arithmetic
+    # only (the excess requests wait), not a measured slowdown: a low-severity check
+    offered_more = bool(not sig and not binds_at_knee and not below_load and _given(ctx.arg("max_running_requests"))
+                        and cap and int(cap) < ctx.max_level())
+    if not sig and not binds_at_knee and not below_load and not offered_more:
         return None
     new = target_running_cap(ctx)
     if not new:
@@ -38,6 +44,16 @@ def check(ctx: RuleContext) -> Proposal | None:
         return None
     flag.current = cap
     supporting = [s for s in ("running-cap-with-queue", "throughput-plateau", "ttft-queueing") if s in ctx.signals]
+    if offered_more:
+        return Proposal(
+            title=f"Raise {flag.flag} from {cap} to {new}",
+            severity="low",
+            rationale=(f"the benchmark offers {ctx.max_level():g} concurrent requests to a server that runs at most "
+                       f"{cap}: up to {ctx.max_level() - int(cap):g} wait in the queue and their TTFT includes "
+                       "the wait."),
+            changes=[flag], supporting=supporting or ["server-args"],
+            notes=["kb's running cap stays within the KV capacity only when the start-up log gives it: check the "
+                   "log's KV cache size before raising the cap this far"] if not kv_fit(ctx) else [])
     return Proposal(
         title=f"Raise {flag.flag} from {cap} to {new}",
         severity=sig.severity if sig else "moderate",
@@ -45,6 +61,11 @@ def check(ctx: RuleContext) -> Proposal | None:
                    f"work on more sequences per decode step."),
         changes=[flag], evidence=(sig or plateau or queueing).evidence[:3], supporting=supporting,
     )
+
+
+def _given(value) -> bool:
+    """A cap the user set (a number), not one the evidence inferred."""
+    return value not in (None, "", True, False) and str(value).isdigit()
 
 
 RULE = Rule(id="KB101", name="running-request-cap", title="Running-request cap binds under load",
