@@ -231,7 +231,12 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
     # any text is evidence: a file no parser recognised is read as prose (a pasted issue,
     # notes), and a recognised one keeps its notable lines for findings' `log` conditions
     if kinds:
-        records += text.results("log")
+        lines = text.results("log")
+        if not set(kinds) & set(stats_kinds()):
+            # a pasted issue is prose around a command or a result block: its sentences stay
+            # prose (for `text` conditions and similarity), the command and data lines do not
+            lines = [t.model_copy(update={"kind": "prose"}) if _sentence(t.text) else t for t in lines]
+        records += lines
     else:
         records = text.results("prose")
         kinds = ["text"] if records and any(_WORDS.search(t.text) for t in records) else []
@@ -240,6 +245,16 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
 
 
 _WORDS = re.compile(r"[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}")  # three words: text, not data
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]+[,.:;!?)]?$")
+_FLAG = re.compile(r"(?:^|\s)--?[A-Za-z]")
+
+
+def _sentence(line: str) -> bool:
+    """A line of prose beside a command or a result block: five or more words, mostly
+    words, and no flags (a command line, `Mean TTFT (ms): 12.3` and a table row are not)."""
+    tokens = line.split()
+    words = sum(1 for t in tokens if _WORD.match(t))
+    return words >= 5 and words >= 0.6 * len(tokens) and not _FLAG.search(line)
 
 
 def _results(parsers: list) -> tuple[list, list[str]]:

@@ -196,3 +196,17 @@ def test_gpu_named_in_prose_with_a_single_gpu_launch(tmp_path):
     # a data-parallel launch does not say how many GPUs either
     launch.write_text("vllm serve Qwen/Qwen3-8B --data-parallel-size 4\n")
     assert read_run([launch, notes]).hardware is None
+
+
+def test_prose_around_a_pasted_command_stays_prose(tmp_path):
+    """A pasted issue holds sentences around a launch command: the command is read as
+    server arguments and the sentences stay prose (for `text` conditions and similarity),
+    while the command line itself and a result line are not prose."""
+    p = tmp_path / "issue.txt"
+    p.write_text("After upgrading the container the decode speed dropped by half on the same hardware.\n"
+                 "vllm serve Qwen/Qwen3-8B --max-num-seqs 64 --gpu-memory-utilization 0.9\n"
+                 "Output token throughput (tok/s): 812.4\n")
+    ev = read_run([p])
+    assert str(ev.server_args.get("max_num_seqs")) == "64"
+    prose = [t.text for t in ev.text if t.kind == "prose"]
+    assert prose == ["After upgrading the container the decode speed dropped by half on the same hardware."]
