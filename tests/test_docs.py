@@ -52,7 +52,7 @@ def test_quick_start_commands_are_there_unchanged():
     assert ('python3 -m venv .venv && .venv/bin/pip install -q . && .venv/bin/kb ask '
             '"why does throughput plateau at 128 concurrency"') in text
     assert ("python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && bash scripts/setup_tests.sh "
-            "&& .venv/bin/pytest") in text
+            "&& .venv/bin/pytest -n 2 --ignore=tests/live && .venv/bin/pytest tests/live") in text
 
 
 # ------------------------------------------------------------------ the worked examples
