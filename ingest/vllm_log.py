@@ -37,7 +37,9 @@ PREEMPT = re.compile(
     r".*?total_(?:num_)?cumulative_preemption(?:_cnt)?=(\d+)"
 )
 VERSION = re.compile(r"vLLM API server version (\S+)|Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)")
-KV_TOKENS = re.compile(r"GPU KV cache size: ([\d,]+) tokens")
+# "GPU" on CUDA, else the device type upper-cased ("CPU KV cache size: …"), " + host" with
+# hisparse (vllm/v1/core/kv_cache_utils.py, 0.32).
+KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU|TPU|NPU|HPU)(?: \+ host)? KV cache size: ([\d,]+) tokens")
 MAX_CONC = re.compile(r"Maximum concurrency for ([\d,]+) tokens per request: ([\d.]+)x")
 GPU_BLOCKS = re.compile(r"# (?:GPU|cuda|npu|xpu|hpu|tpu) blocks: (\d+)")
 MAX_MODEL_LEN = re.compile(r"Using max model len (\d+)")

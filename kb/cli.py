@@ -274,6 +274,9 @@ _CONNECT_TIMEOUT = typer.Option(5.0, "--connect-timeout", min=0.1, help="Seconds
 _CONCURRENCY = typer.Option("1,8,32,128", "--concurrency", "-c", help="Concurrency levels, comma-separated.")
 _REQUESTS = typer.Option(None, "--requests", "-n", min=1, help="Requests per level (default max(16, 4 x level)).")
 _DURATION = typer.Option(None, "--duration", min=0.1, help="Seconds per level: stop sending after this.")
+_WARMUP = typer.Option(None, "--warmup", min=0,
+                       help="Requests sent at the highest level before the measured levels, not recorded "
+                            "(kb sweep: 0; kb tune: the highest level, at least 8).")
 _INPUT_LEN = typer.Option(None, "--input-len", min=1,
                           help="Prompt length in tokens (default 256, fitted to the server's context).")
 _OUTPUT_LEN = typer.Option(None, "--output-len", min=1,
@@ -345,10 +348,12 @@ def sweep(url: str = typer.Argument(..., help="The server, e.g. http://127.0.0.1
                                         help="Search the highest level meeting --slo: double from the first level, "
                                              "then bisect."),
           max_level: float = typer.Option(1024, "--max-level", min=0.01, help="Highest level --find-max may try."),
+          warmup: Optional[int] = _WARMUP,
           as_json: bool = typer.Option(False, "--json")):
     """Streaming load over concurrency levels: throughput, TTFT, TPOT, ITL and /metrics samples."""
     opts = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
                           max_level_time, rate, slo)
+    opts.warmup = warmup or 0
     res = _kb().sweep(url, opts, api_key, out, find_max, max_level, _probe_timeouts(connect_timeout, timeout))
     _print(res, as_json)
     _stopped(res.sweep, res.stopped())
@@ -392,8 +397,9 @@ def tune(launch: str = typer.Option(..., "--launch",
                                                 '"ttft_p99<=2000ms,tpot_p50<=50ms".'),
          budget_minutes: float = typer.Option(60.0, "--budget-minutes", min=0.1,
                                               help="Stop starting trials after this many minutes."),
-         max_trials: int = typer.Option(8, "--max-trials", min=0,
-                                        help="Candidate trials at most (the baseline not counted)."),
+         max_trials: int = typer.Option(8, "--max-trials", min=1,
+                                        help="Server starts at most: the baseline's, each candidate's (a failed "
+                                             "start counts) and each repeat's."),
          dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; start nothing."),
          candidate: Optional[List[str]] = typer.Option(None, "--candidate",
                                                        help='Flag changes to try first, e.g. "--max-num-seqs 64" '
@@ -411,14 +417,15 @@ def tune(launch: str = typer.Option(..., "--launch",
          report: Optional[Path] = typer.Option(None, "--report",
                                                help="The before/after HTML report (default OUT_DIR/report.html)."),
          timeout: float = _CHUNK_TIMEOUT, connect_timeout: float = _CONNECT_TIMEOUT,
-         max_level_time: float = _LEVEL_TIME,
+         max_level_time: float = _LEVEL_TIME, warmup: Optional[int] = _WARMUP,
          as_json: bool = typer.Option(False, "--json")):
     """Start the server, sweep, diagnose, try kb's recommended changes one by one, keep what works, record it."""
-    from kb.tune import TuneOptions
+    from kb.tune import TuneOptions, default_warmup
 
     sw = _sweep_options(concurrency, requests, duration, input_len, output_len, timeout, connect_timeout,
                         max_level_time, rate, slo)
     sw.progress = False
+    sw.warmup = default_warmup(sw) if warmup is None else warmup
     res = _kb().tune(TuneOptions(launch=launch, sweep=sw, goal=goal, budget_minutes=budget_minutes,
                                  max_trials=max_trials, dry_run=dry_run, candidates=list(candidate or []),
                                  config=config, gpu=gpu, workdir=out_dir, start_timeout=start_timeout,

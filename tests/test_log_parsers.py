@@ -285,6 +285,13 @@ def test_vllm_startup_kv_capacity_and_nested_args():
     assert t4.startup["kv_cache_tokens"] == 2042016 and t4.startup["max_model_len"] == 2048
 
 
+def test_vllm_cpu_kv_capacity():
+    # vLLM names the pool after the device: "CPU KV cache size" on the CPU build (real start-up here)
+    t = one(VllmLog, "run-vllm-0.32.0_cpu_tiny-llama_startup.log")
+    assert t.startup["kv_cache_tokens"] == 1048576 and t.startup["max_concurrency"] == 2048.0
+    assert t.engine_version == "0.32.0" and t.startup["max_model_len"] == 512
+
+
 def test_vllm_engine_config_lines():
     t = one(VllmLog, "p2_engine_config_wrapped_ramalama912.log")
     assert t.engine_version == "0.8.3.dev244+g8b3a4a17e"

@@ -16,6 +16,7 @@ import random
 import signal
 import time
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -228,6 +229,23 @@ def level_error(c: int, base: httpx.URL, outcomes: list[Outcome], fatal: str | N
     return None
 
 
+async def warm_up(http, mhttp, probe: ProbeResult, base: httpx.URL, opts: SweepOptions, prompts: Prompts,
+                  stop: Stop, bar: LevelBar, make_session, res: SweepResult) -> bool:
+    """opts.warmup requests at the highest level, the same lengths, nothing recorded.
+    False when the sweep should not go on (Ctrl-C, or the server failed them: res.error)."""
+    top = max(opts.levels)
+    outcomes, _, _, _, fatal, _ = await run_level(top if opts.rate else int(top), http, mhttp, probe, base,
+                                                  replace(opts, requests=opts.warmup, duration=None), prompts, stop,
+                                                  bar, make_session)
+    if stop.interrupted:
+        return False
+    err = level_error(top, base, outcomes, fatal, opts)
+    if err:
+        res.error = f"warm-up: {err}"
+        return False
+    return True
+
+
 async def run_sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None, out: Path | None,
                     on_level: Callable[[dict], None] | None, notes: list[str]) -> SweepResult:
     """Calibrate the prompts, then run the levels in order (lengths already fitted)."""
@@ -263,7 +281,9 @@ async def run_sweep(probe: ProbeResult, opts: SweepOptions, api_key: str | None,
                     out.parent.mkdir(parents=True, exist_ok=True)
                     fh = open(out, "w", encoding="utf-8")
                 bar = LevelBar(opts.progress)
-                for c in opts.levels:
+                warm = not opts.warmup or await warm_up(http, mhttp, probe, base, opts, prompts, stop, bar,
+                                                        make_session, res)
+                for c in opts.levels if warm else []:
                     if stop.interrupted:
                         break
                     cpu0, w0 = time.process_time(), time.perf_counter()
