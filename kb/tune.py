@@ -9,11 +9,16 @@ while the gain exceeds the noise), and its own diagnosis adds the next candidate
 A candidate that fails — a flag the engine rejects, OOM at start-up, a crash under
 load — is recorded with the log lines that say why, and the search goes on.
 
-Noise: the baseline runs twice, each in a fresh server as every trial does; the band is
-the larger of their
+A trial is one server start: the baseline's, each candidate's (a start that fails
+counts). `max_trials` bounds the starts, so the budget compares with a grid's cells.
+Each trial warms the server up (the workload's top level, unrecorded) before it sweeps:
+a fresh CPU vLLM served its first sweep at 40-60% of the next ones' throughput.
+
+Noise: the baseline's server is swept twice; the band is the larger of the two sweeps'
 relative difference and 3 %. A candidate within the band of the best is swept once more
-and judged on the mean of its two runs. The search stops at the trial or time budget,
-or when no candidate is left.
+in the same server, before it stops, and judged on the mean of its two sweeps; one far
+beyond the band is not repeated. The search stops at the trial or time budget, or when
+no candidate is left.
 
 The score (higher is better): for `--goal throughput` the best output tok/s over the
 levels (with an SLO, the best goodput: output tok/s of requests that met it); for
@@ -27,7 +32,8 @@ from __future__ import annotations
 import shlex
 import signal
 import time
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ingest.launch_command import parse_launch_command
@@ -40,12 +46,20 @@ from kb.errors import KbError, ServerError, UsageError
 from kb.launchcmd import apply, render, split_args
 from kb.live.doctor import doctor
 from kb.live.server import ManagedServer, StartFailed, multi_node
-from kb.live.sweep import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, SweepOptions
+from kb.live.sweep import DEFAULT_INPUT_LEN, DEFAULT_OUTPUT_LEN, SweepOptions, sweep
 
 MIN_NOISE = 0.03
 # Settings whose value is a capacity: a winning increase is tried once more, doubled.
+# The running cap is not doubled past the sweep's highest concurrency: with at most c
+# requests in flight a cap above c never binds, so the trial would measure only noise.
+RUNNING_CAP = ("max-num-seqs", "max-running-requests")
 CAPACITY = ("max-num-seqs", "max-running-requests", "max-num-batched-tokens", "chunked-prefill-size",
             "cuda-graph-max-bs", "cuda-graph-max-bs-decode", "max-cudagraph-capture-size", "max-prefill-tokens")
+
+
+def default_warmup(sw: SweepOptions) -> int:
+    """Warm-up requests for a trial: one per worker of the top level, at least 8."""
+    return max(8, math.ceil(max(sw.levels)))
 
 
 @dataclass
@@ -54,7 +68,7 @@ class TuneOptions:
     sweep: SweepOptions
     goal: str = "throughput"
     budget_minutes: float = 60.0
-    max_trials: int = 8  # candidate trials, the baseline not counted
+    max_trials: int = 8  # server starts, the baseline's included
     dry_run: bool = False
     candidates: list[str] = field(default_factory=list)  # extra flag changes to try first, e.g. "--max-num-seqs 64"
     config: str | None = None
@@ -92,6 +106,7 @@ class Trial:
         return {"n": self.n, "label": self.label, "status": self.status, "score": self.score,
                 "scores": self.scores, "meets_slo": self.meets_slo, "why": self.why, "command": self.command,
                 "changes": [[f, v] for f, v in self.changes], "minutes": round(self.minutes, 2),
+                "sweeps": len(self.outs),
                 "out": str(self.out) if self.out else None, "log": str(self.log) if self.log else None}
 
 
@@ -185,8 +200,10 @@ def from_diagnosis(d, seen: set[str]) -> list[tuple[str, list[tuple[str, object]
     return out
 
 
-def refinements(changes: list[tuple[str, object]], argv_before: list[str]) -> list[tuple[str, object]]:
-    """A winning raise of a capacity setting, doubled once more."""
+def refinements(changes: list[tuple[str, object]], argv_before: list[str],
+                in_flight: int | None = None) -> list[tuple[str, object]]:
+    """A winning raise of a capacity setting, doubled once more (a running cap only while
+    it stays within `in_flight`, the most requests the sweep has in flight, when known)."""
     _, before = split_args(argv_before)
     prev = {f: v[0] for f, v in before if v}
     out = []
@@ -197,7 +214,7 @@ def refinements(changes: list[tuple[str, object]], argv_before: list[str]) -> li
             new, old = int(str(value)), int(str(prev.get(flag, 0)))
         except ValueError:
             continue
-        if new > old:
+        if new > old and not (in_flight and flag.lstrip("-") in RUNNING_CAP and new >= in_flight):
             out.append((flag, new * 2))
     return out
 
@@ -234,7 +251,10 @@ def _on_sigterm(signum, frame):
     raise _Terminated()
 
 
-def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, workdir: Path) -> Trial:
+def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, workdir: Path,
+              repeat_if=lambda score: False) -> Trial:
+    """Start, warm up, sweep, diagnose; sweep once more in the same server when
+    repeat_if(score) (the baseline for the noise band, a candidate within it); stop."""
     t.log, t.out = workdir / f"trial-{t.n}.log", workdir / f"trial-{t.n}.jsonl"
     t0 = time.monotonic()
     server = ManagedServer(list(t.argv), t.log, env=env, start_timeout=opts.start_timeout)
@@ -253,6 +273,8 @@ def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, 
             t.score, t.meets_slo = score(t.levels, opts.goal, bool(opts.sweep.slo))
             t.scores = [t.score]
             t.outs = [t.out]
+            if repeat_if(t.score):
+                _sweep_again(t, r.probe, opts, workdir / f"trial-{t.n}-again.jsonl")
     except StartFailed as e:
         t.status, t.why = "failed", [str(e), *e.lines]
     except ServerError as e:
@@ -263,22 +285,23 @@ def run_trial(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, 
     return t
 
 
+def _sweep_again(t: Trial, probe, opts: TuneOptions, out: Path) -> None:
+    """The same workload once more in the warm server; the trial's score becomes the mean."""
+    again = sweep(probe, replace(opts.sweep, warmup=0), out=out)
+    if again.interrupted:
+        raise KeyboardInterrupt
+    if again.error or not again.levels:
+        t.why.append(f"the repeat sweep did not finish: {again.error or 'no level finished'}")
+        return
+    s, _ = score(again.levels, opts.goal, bool(opts.sweep.slo))
+    t.scores.append(s)
+    t.outs.append(out)
+    t.score = round(sum(t.scores) / len(t.scores), 3)
+
+
 def _lengths(sw) -> str:
     """input:output as the sweep will send them (a default is fitted to the server's context)."""
     return f"{sw.input_len or DEFAULT_INPUT_LEN}:{sw.output_len or DEFAULT_OUTPUT_LEN}"
-
-
-def resweep(t: Trial, opts: TuneOptions, env: dict[str, str], findings: list, workdir: Path) -> float | None:
-    """The same configuration once more in a fresh server; the trial's score becomes the mean."""
-    again = run_trial(Trial(n=t.n, label=t.label, argv=t.argv, changes=t.changes), opts, env, findings,
-                      workdir / f"repeat-{t.n}")
-    t.minutes += again.minutes
-    if again.status != "ok":
-        return None
-    t.scores.append(again.score)
-    t.outs.append(again.out)
-    t.score = round(sum(t.scores) / len(t.scores), 3)
-    return again.score
 
 
 def dry_plan(opts: TuneOptions, findings: list, engine: str, argv: list[str], why_plan: str | None) -> list[str]:
@@ -289,7 +312,8 @@ def dry_plan(opts: TuneOptions, findings: list, engine: str, argv: list[str], wh
     levels = ",".join(f"{x:g}" for x in opts.sweep.levels)
     plan = [f"{'plan only: ' + why_plan if why_plan else 'dry run'}: nothing is started",
             f"baseline: start `{render(argv)}`, sweep {'rates' if opts.sweep.rate else 'concurrency'} {levels} "
-            f"({_lengths(opts.sweep)} tokens) twice for the noise band, diagnose"]
+            f"({_lengths(opts.sweep)} tokens) after a warm-up of {opts.sweep.warmup} requests, twice in the same "
+            f"server for the noise band, diagnose"]
     n = 0
     for text in opts.candidates:
         n += 1
@@ -298,7 +322,8 @@ def dry_plan(opts: TuneOptions, findings: list, engine: str, argv: list[str], wh
         n += 1
         plan.append(f"candidate {n} ({label}): " + " ".join(f"{f} {v}" if v is not True else f for f, v in changes))
     plan.append(f"then: refine winning capacity settings (doubled while the gain exceeds the noise) and add the "
-                f"winners' own recommendations; at most {opts.max_trials} trials or {opts.budget_minutes:g} minutes")
+                f"winners' own recommendations; at most {opts.max_trials} server starts (the baseline's included) "
+                f"or {opts.budget_minutes:g} minutes")
     return plan
 
 
@@ -351,23 +376,24 @@ def _before_after(res: TuneResult, opts: TuneOptions) -> None:
 
 def _search(res: TuneResult, opts: TuneOptions, env: dict, argv: list[str], findings: list, workdir: Path,
             deadline: float) -> None:
-    base = run_trial(Trial(n=0, label="baseline", argv=argv, changes=[]), opts, env, findings, workdir)
+    base = run_trial(Trial(n=0, label="baseline", argv=argv, changes=[]), opts, env, findings, workdir,
+                     repeat_if=lambda score: True)
     res.trials.append(base)
     if base.status != "ok":
         raise KbError("the baseline did not run: " + "; ".join(base.why[:3]))
     res.baseline = res.best = base
-    again = resweep(base, opts, env, findings, workdir)
-    first = base.scores[0]
+    first, again = base.scores[0], (base.scores[1:] or [None])[0]
     res.noise = round(max(MIN_NOISE, abs(again - first) / ((again + first) / 2)) if again and first else MIN_NOISE, 4)
-    res.noise_note = (f"baseline {first:,.1f} and {again:,.1f} in two fresh servers" if again else
-                      f"the baseline's second run failed: the {MIN_NOISE * 100:.0f}% floor")
+    res.noise_note = (f"baseline swept twice in one warm server: {first:,.1f} and {again:,.1f}" if again else
+                      f"the baseline's second sweep failed: the {MIN_NOISE * 100:.0f}% floor")
+    in_flight = None if opts.sweep.rate else math.ceil(max(opts.sweep.levels))  # open-loop rates: unbounded
     seen: set[str] = set()
     queue = [(f"given: {c}", parse_candidate(c), []) for c in opts.candidates]
     queue += from_diagnosis(base.diagnosis, seen)
     n = 0
     while queue:
-        if n >= opts.max_trials:
-            res.stopped = f"trial budget ({opts.max_trials}) reached"
+        if n + 1 >= opts.max_trials:  # n candidates started, plus the baseline
+            res.stopped = f"trial budget ({opts.max_trials} server starts) reached"
             return
         if time.monotonic() >= deadline:
             res.stopped = f"time budget ({opts.budget_minutes:g} min) reached"
@@ -380,19 +406,18 @@ def _search(res: TuneResult, opts: TuneOptions, env: dict, argv: list[str], find
             n -= 1
             continue
         t = run_trial(Trial(n=n, label=label, argv=cand_argv, changes=changes, fix_classes=classes), opts, env,
-                      findings, workdir)
+                      findings, workdir,
+                      repeat_if=lambda s, b=best.score: verdict(s, b, res.noise) == "within noise"
+                      and time.monotonic() < deadline)
         res.trials.append(t)
         if t.status != "ok":
             continue
         v = verdict(t.score, best.score, res.noise)
-        if v == "within noise" and time.monotonic() < deadline:
-            resweep(t, opts, env, findings, workdir)
-            v = verdict(t.score, best.score, res.noise)
         slo_ok = t.meets_slo is not False or best.meets_slo is False
         if v == "better" and slo_ok:
             res.best = t
             res.kept += [f"{f} {v2}" if v2 is not True else f for f, v2 in changes]
-            refine = [(f"refine: {f} {v2}", [(f, v2)], classes) for f, v2 in refinements(changes, best.argv)]
+            refine = [(f"refine: {f} {v2}", [(f, v2)], classes) for f, v2 in refinements(changes, best.argv, in_flight)]
             queue[:0] = refine
             queue += from_diagnosis(t.diagnosis, seen)
     res.stopped = "no candidate left"
@@ -404,8 +429,8 @@ def _attach(res: TuneResult, opts: TuneOptions, store):
                       and x.score > b.score for c in x.fix_classes})
     req = Request(before=list(b.outs), after=list(w.outs), fix=f"kb tune kept: {', '.join(res.kept) or w.label}",
                   commands=[w.command], fix_classes=classes, tags=["kb-tune"],
-                  note=f"found by kb tune in {len(res.trials)} trials ({res.stopped}); noise band "
-                       f"±{res.noise * 100:.1f}% from the baseline swept twice",
+                  note=f"found by kb tune in {len(res.trials)} server starts ({res.stopped}); noise band "
+                       f"±{res.noise * 100:.1f}% from the baseline swept twice in one server",
                   engine=res.engine, config=opts.config, gpu=opts.gpu)
     try:
         return attach(req, store)

@@ -80,6 +80,11 @@ def test_candidates_and_refinements():
     assert refinements([("--max-num-seqs", 32)], before) == [("--max-num-seqs", 64)]
     assert refinements([("--max-num-seqs", 4)], before) == []  # a lowered cap is not pushed further down
     assert refinements([("--kv-cache-dtype", "fp8")], before) == []
+    # a running cap already at the sweep's top concurrency never binds when doubled
+    assert refinements([("--max-num-seqs", 32)], before, in_flight=32) == []
+    assert refinements([("--max-num-seqs", 16)], before, in_flight=32) == [("--max-num-seqs", 32)]
+    assert refinements([("--max-num-batched-tokens", 4096)], before, in_flight=32) == [
+        ("--max-num-batched-tokens", 8192)]
 
 
 def test_ports_and_multi_node_launches():
@@ -164,3 +169,75 @@ def test_sigint_to_kb_tune_stops_the_server(tmp_path):
     assert proc.returncode == 130 and "every server kb started is stopped" in err
     ps = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server --model x"], capture_output=True, text=True)
     assert ps.stdout.strip() == "", ps.stdout
+
+
+def test_warmup_requests_go_first_and_are_not_recorded(tmp_path):
+    from live.fakes import FakeOpenAI
+
+    from kb.live.probe import probe
+    from kb.live.sweep import SweepOptions, sweep
+
+    with FakeOpenAI() as srv:
+        res = sweep(probe(srv.url), SweepOptions(levels=[2], requests=4, input_len=8, output_len=4, warmup=6),
+                    out=tmp_path / "s.jsonl")
+        streams = srv.streams
+    assert streams == 6 + 4  # the warm-up's streams, then the level's
+    assert [r["completed"] for r in res.levels] == [4]
+    assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 1  # the warm-up is not a level
+
+
+def _fake_trials(monkeypatch, scores: dict[int, list[float]]):
+    """kb.tune.run_trial without servers: the score of a --max-num-seqs value, one per sweep
+    (a second sweep only when the search asks for it); records each start."""
+    from kb import tune as kt
+
+    starts = []
+
+    def run_trial(t, opts, env, findings, workdir, repeat_if=lambda s: False):
+        cap = int(t.argv[t.argv.index("--max-num-seqs") + 1])
+        starts.append(cap)
+        seq = list(scores[cap])
+        t.status, t.scores, t.outs, t.diagnosis = "ok", [seq.pop(0)], [workdir / f"{t.n}.jsonl"], None
+        t.score = t.scores[0]
+        if repeat_if(t.score):
+            t.scores.append(seq.pop(0))
+            t.outs.append(workdir / f"{t.n}-again.jsonl")
+            t.score = sum(t.scores) / len(t.scores)
+        return t
+
+    monkeypatch.setattr(kt, "run_trial", run_trial)
+    return starts
+
+
+def _opts(tmp_path, **kw):
+    from kb.live.sweep import SweepOptions
+    from kb.tune import TuneOptions
+
+    return TuneOptions(launch="vllm serve m --max-num-seqs 8", sweep=SweepOptions(levels=[32]), workdir=tmp_path,
+                       attach=False, **kw)
+
+
+def test_tune_counts_server_starts_and_repeats_in_the_same_server(tmp_path, monkeypatch):
+    from kb.tune import tune
+
+    # baseline 100 then 104 in its server (band 3.9%); 32 far beyond it: kept, not repeated;
+    # 64 within the band of 32's score: swept again in its own server, judged on the mean
+    starts = _fake_trials(monkeypatch, {8: [100, 104], 32: [300], 64: [305, 290], 128: [400]})
+    res = tune(_opts(tmp_path, max_trials=3, candidates=["--max-num-seqs 32", "--max-num-seqs 64",
+                                                         "--max-num-seqs 128"]), [])
+    assert starts == [8, 32, 64]  # three server starts: the budget, the baseline's included
+    assert res.stopped == "trial budget (3 server starts) reached"
+    assert res.noise == round(4 / 102, 4) and "one warm server" in res.noise_note
+    by = {t.label: t for t in res.trials}
+    assert by["given: --max-num-seqs 32"].scores == [300] and res.best is by["given: --max-num-seqs 32"]
+    assert by["given: --max-num-seqs 64"].scores == [305, 290]  # within the noise: repeated, mean 297.5
+    assert [t["sweeps"] for t in res.to_json()["trials"]] == [2, 1, 2]
+
+
+def test_tune_does_not_double_a_running_cap_past_the_load(tmp_path, monkeypatch):
+    from kb.tune import tune
+
+    starts = _fake_trials(monkeypatch, {8: [100, 100], 16: [200], 32: [400], 64: [400]})
+    res = tune(_opts(tmp_path, max_trials=8, candidates=["--max-num-seqs 16"]), [])
+    # 16 wins, refined to 32 (the sweep's 32 in flight), which wins too: 64 is not tried
+    assert starts == [8, 16, 32] and res.stopped == "no candidate left"
