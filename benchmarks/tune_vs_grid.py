@@ -4,8 +4,11 @@ real vLLM CPU server (tiny random Llama, tests/live/vllm_server.py) and workload
 auto_tune.sh (vLLM repository, benchmarks/auto_tune/) restarts the server for every
 pair in NUM_SEQS_LIST="128 256" × NUM_BATCHED_TOKENS_LIST="512 1024 2048 4096" (its
 defaults: 8 trials) and keeps the best throughput. Here each grid trial is one server
-start and one `kb sweep` of the workload (the same sweep kb tune runs), so both sides
-measure alike. kb tune starts from --max-num-seqs 8, the cap the live tests use.
+start and one `kb sweep` of the workload after the same warm-up kb tune sends (the top
+level's 32 requests, unrecorded), so both sides measure alike. kb tune starts from
+--max-num-seqs 8, the cap the live tests use, with a budget of 8 server starts (a trial
+is a server start on both sides). Both launch with --enforce-eager: torch.compile at
+start-up costs each start about a minute on this machine and is the same for both.
 
 Prints: the grid's trials and best; kb tune's trials, minutes, and how many trials and
 minutes it took to come within 5% of the grid's best. Needs the engines venv
@@ -34,13 +37,14 @@ from live import vllm_server as vs  # noqa: E402
 NUM_SEQS = (128, 256)
 BATCHED = (512, 1024, 2048, 4096)
 WORKLOAD = ["-c", "32", "-n", "96", "--input-len", "64", "--output-len", "32"]
+WARMUP = ["--warmup", "32"]  # what kb tune sends before each trial's sweep at -c 32 (kb.tune.default_warmup)
 ENV = ("VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOG_STATS_INTERVAL=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
        "VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1")
 
 
 def launch(model: Path, extra: str) -> str:
     return (f"{ENV} {vs.ENGINES_PY} -m vllm.entrypoints.openai.api_server --model {model} --load-format dummy "
-            f"--max-model-len 512 {extra}")
+            f"--max-model-len 512 --enforce-eager {extra}")
 
 
 def kb(*args, home: Path, timeout: float = 3600) -> subprocess.CompletedProcess:
@@ -62,7 +66,7 @@ def grid_trial(model: Path, seqs: int, batched: int, work: Path) -> tuple[float,
     argv = argv[len(env_words):]  # the KEY=VALUE prefix goes to the environment
     out = work / f"grid-{seqs}-{batched}.jsonl"
     with ManagedServer(argv, work / f"grid-{seqs}-{batched}.server.log", env=env_words) as s:
-        p = kb("sweep", s.url, *WORKLOAD, "--out", out, "--json", home=work / "home")
+        p = kb("sweep", s.url, *WORKLOAD, *WARMUP, "--out", out, "--json", home=work / "home")
         if p.returncode != 0:
             return 0.0, (time.monotonic() - t0) / 60
         doc = json.loads(p.stdout)
@@ -94,7 +98,7 @@ def main() -> None:
     grid_minutes = sum(g[3] for g in grid)
 
     t0 = time.monotonic()
-    p = kb("tune", "--launch", launch(model, "--max-num-seqs 8"), *WORKLOAD, "--max-trials", "8", "--no-attach",
+    p = kb("tune", "--launch", launch(model, "--max-num-seqs 8"), *WORKLOAD, *WARMUP, "--max-trials", "8", "--no-attach",
            "--out-dir", work / "tune", "--json", home=work / "home")
     if p.returncode != 0:
         sys.exit(f"kb tune failed: {p.stderr[-2000:]}")
@@ -114,13 +118,14 @@ def main() -> None:
     print("| | trials (server starts) | minutes | best out tok/s |")
     print("|---|---|---|---|")
     print(f"| auto_tune.sh grid (8 pairs) | {len(grid)} | {grid_minutes:.1f} | {best:.1f} |")
-    print(f"| kb tune (from --max-num-seqs 8) | {len(doc['trials'])} + 1 noise run | {tune_minutes:.1f} | "
+    print(f"| kb tune (from --max-num-seqs 8) | {len(doc['trials'])} | {tune_minutes:.1f} | "
           f"{max((t['score'] or 0) for t in doc['trials'] if t['status'] == 'ok'):.1f} |")
     if reached:
         print(f"| kb tune within 5% of the grid's best | {reached[0]} | {reached[1]:.1f} | |")
     else:
         print("| kb tune within 5% of the grid's best | not reached | | |")
-    print("\nkb tune trials: " + "; ".join(f"{t['label']} → {t['status']} {t['score'] or '-'}" for t in doc["trials"]))
+    print(f"kb tune noise band ±{doc['noise'] * 100:.1f}% ({doc['noise_note']}); stopped: {doc['stopped']}")
+    print("\nkb tune trials: " + "; ".join(f"{t['label']} → {t['status']} {t['scores'] or '-'}" for t in doc["trials"]))
 
 
 if __name__ == "__main__":
