@@ -98,8 +98,8 @@ def main() -> None:
     grid_minutes = sum(g[3] for g in grid)
 
     t0 = time.monotonic()
-    p = kb("tune", "--launch", launch(model, "--max-num-seqs 8"), *WORKLOAD, *WARMUP, "--max-trials", "8", "--no-attach",
-           "--out-dir", work / "tune", "--json", home=work / "home")
+    p = kb("tune", "--launch", launch(model, "--max-num-seqs 8"), *WORKLOAD, *WARMUP, "--max-trials", "8",
+           "--no-attach", "--out-dir", work / "tune", "--json", home=work / "home")
     if p.returncode != 0:
         sys.exit(f"kb tune failed: {p.stderr[-2000:]}")
     doc = json.loads(p.stdout)

@@ -29,10 +29,10 @@ error, Ctrl-C, SIGTERM); see kb/live/server.py.
 
 from __future__ import annotations
 
+import math
 import shlex
 import signal
 import time
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
