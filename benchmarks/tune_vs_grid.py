@@ -107,18 +107,20 @@ def main() -> None:
     reached = None
     elapsed = 0.0
     running_best = 0.0
-    for i, t in enumerate(doc["trials"], 1):
+    starts = 0
+    for t in doc["trials"]:
+        starts += t["starts"]  # a candidate kb's flag catalog refuses is not started
         elapsed += t["minutes"]
         if t["status"] == "ok":
             running_best = max(running_best, t["score"] or 0.0)
         if reached is None and running_best >= 0.95 * best:
-            reached = (i, elapsed)
+            reached = (starts, elapsed)
     print()
     print(f"load average at start {load:.2f}, at end {os.getloadavg()[0]:.2f}")
     print("| | trials (server starts) | minutes | best out tok/s |")
     print("|---|---|---|---|")
     print(f"| auto_tune.sh grid (8 pairs) | {len(grid)} | {grid_minutes:.1f} | {best:.1f} |")
-    print(f"| kb tune (from --max-num-seqs 8) | {len(doc['trials'])} | {tune_minutes:.1f} | "
+    print(f"| kb tune (from --max-num-seqs 8) | {starts} | {tune_minutes:.1f} | "
           f"{max((t['score'] or 0) for t in doc['trials'] if t['status'] == 'ok'):.1f} |")
     if reached:
         print(f"| kb tune within 5% of the grid's best | {reached[0]} | {reached[1]:.1f} | |")

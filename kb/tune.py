@@ -43,6 +43,7 @@ from kb.attach import Request, attach
 from kb.compare import compare_sides, read_side, table
 from kb.diagnose import diagnose
 from kb.errors import KbError, ServerError, UsageError
+from kb.flags import catalog
 from kb.launchcmd import apply, render, split_args
 from kb.live.doctor import doctor
 from kb.live.server import ManagedServer, StartFailed, multi_node
@@ -97,6 +98,7 @@ class Trial:
     levels: list[dict] = field(default_factory=list)
     diagnosis: object = None
     fix_classes: list[str] = field(default_factory=list)
+    starts: int = 1  # server starts: 0 for a candidate the engine's parser would refuse
 
     @property
     def command(self) -> str:
@@ -106,7 +108,7 @@ class Trial:
         return {"n": self.n, "label": self.label, "status": self.status, "score": self.score,
                 "scores": self.scores, "meets_slo": self.meets_slo, "why": self.why, "command": self.command,
                 "changes": [[f, v] for f, v in self.changes], "minutes": round(self.minutes, 2),
-                "sweeps": len(self.outs),
+                "sweeps": len(self.outs), "starts": self.starts,
                 "out": str(self.out) if self.out else None, "log": str(self.log) if self.log else None}
 
 
@@ -217,6 +219,25 @@ def refinements(changes: list[tuple[str, object]], argv_before: list[str],
         if new > old and not (in_flight and flag.lstrip("-") in RUNNING_CAP and new >= in_flight):
             out.append((flag, new * 2))
     return out
+
+
+def unstartable(engine: str, argv: list[str], changes: list[tuple[str, object]]) -> str | None:
+    """Why the engine would reject a change before serving, from kb's catalog of its
+    argument parser: a number flag given a value that is not a number. Only the type is
+    checked — it holds across versions, where a flag's existence and choices do not — so
+    a start is never refused that the engine would accept."""
+    _, pairs = split_args(argv)
+    cat = catalog(engine, flags=[f for f, _ in pairs])
+    for flag, value in changes:
+        kind = (cat.flags.get(flag) or {}).get("type")
+        if value is True or kind not in ("int", "float"):
+            continue
+        try:
+            (int if kind == "int" else float)(str(value))
+        except ValueError:
+            return (f"not started: {flag} takes an {'integer' if kind == 'int' else 'number'} in {engine} "
+                    f"{cat.version}'s argument parser (kb's flag catalog), not {value!r}")
+    return None
 
 
 # ------------------------------------------------------------------ running trials
@@ -392,7 +413,7 @@ def _search(res: TuneResult, opts: TuneOptions, env: dict, argv: list[str], find
     queue += from_diagnosis(base.diagnosis, seen)
     n = 0
     while queue:
-        if n + 1 >= opts.max_trials:  # n candidates started, plus the baseline
+        if sum(t.starts for t in res.trials) >= opts.max_trials:
             res.stopped = f"trial budget ({opts.max_trials} server starts) reached"
             return
         if time.monotonic() >= deadline:
@@ -404,6 +425,11 @@ def _search(res: TuneResult, opts: TuneOptions, env: dict, argv: list[str], find
         cand_argv = apply(best.argv, [(f, v, []) for f, v in changes])
         if cand_argv == best.argv:
             n -= 1
+            continue
+        why = unstartable(res.engine, cand_argv, changes)
+        if why:  # recorded as failed without spending a server start on it
+            res.trials.append(Trial(n=n, label=label, argv=cand_argv, changes=changes, status="failed", why=[why],
+                                    starts=0))
             continue
         t = run_trial(Trial(n=n, label=label, argv=cand_argv, changes=changes, fix_classes=classes), opts, env,
                       findings, workdir,

@@ -241,3 +241,16 @@ def test_tune_does_not_double_a_running_cap_past_the_load(tmp_path, monkeypatch)
     res = tune(_opts(tmp_path, max_trials=8, candidates=["--max-num-seqs 16"]), [])
     # 16 wins, refined to 32 (the sweep's 32 in flight), which wins too: 64 is not tried
     assert starts == [8, 16, 32] and res.stopped == "no candidate left"
+
+
+def test_a_value_the_engine_parser_refuses_is_failed_without_a_start(tmp_path, monkeypatch):
+    from kb.tune import tune, unstartable
+
+    assert "takes an integer in vllm" in unstartable("vllm", ["vllm", "serve", "m"], [("--max-num-seqs", "abc")])
+    assert unstartable("vllm", ["vllm", "serve", "m"], [("--max-num-seqs", "64"), ("--enforce-eager", True)]) is None
+    assert unstartable("vllm", ["vllm", "serve", "m"], [("--kv-cache-dtype", "fp8")]) is None  # not a number flag
+    starts = _fake_trials(monkeypatch, {8: [100, 100], 32: [300]})
+    res = tune(_opts(tmp_path, max_trials=2, candidates=["--max-num-seqs abc", "--max-num-seqs 32"]), [])
+    bad = res.trials[1]
+    assert bad.status == "failed" and "'abc'" in bad.why[0] and bad.to_json()["starts"] == 0
+    assert starts == [8, 32] and res.best is res.trials[2]  # the search went on, within 2 starts
