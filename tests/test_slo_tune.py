@@ -180,8 +180,10 @@ def test_warmup_requests_go_first_and_are_not_recorded(tmp_path):
     with FakeOpenAI() as srv:
         res = sweep(probe(srv.url), SweepOptions(levels=[2], requests=4, input_len=8, output_len=4, warmup=6),
                     out=tmp_path / "s.jsonl")
-        streams = srv.streams
+        streams, prompts = srv.streams, list(srv.prompts)
     assert streams == 6 + 4  # the warm-up's streams, then the level's
+    # other prompts than the level's: the warm-up must not fill the prefix cache with them
+    assert not set(prompts[:6]) & set(prompts[6:]) and len(set(prompts[6:])) == 4
     assert [r["completed"] for r in res.levels] == [4]
     assert len((tmp_path / "s.jsonl").read_text().splitlines()) == 1  # the warm-up is not a level
 

@@ -98,8 +98,8 @@ def request_body(prompt: str, opts: SweepOptions, model: str | None) -> dict:
 
 async def run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, probe: ProbeResult,
                     base: httpx.URL, opts: SweepOptions, prompts: Prompts, stop: Stop, bar: LevelBar,
-                    make_session: Callable[[int], aiohttp.ClientSession]) -> tuple[list[Outcome], float, int, dict,
-                                                                          str | None, bool]:
+                    make_session: Callable[[int], aiohttp.ClientSession],
+                    prompt_key: int | None = None) -> tuple[list[Outcome], float, int, dict, str | None, bool]:
     """(outcomes, duration, issued, kb_metrics, fatal error or None, truncated).
 
     The streamed requests share one aiohttp session per level (`c` connections; any
@@ -134,8 +134,8 @@ async def run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, p
                 return
             i = issued
             issued += 1
-            o = await one_request(wc, url, request_body(prompts.get(c * 1_000_003 + i), opts, probe.model),
-                                  opts.timeouts.read)
+            key = c * 1_000_003 if prompt_key is None else prompt_key
+            o = await one_request(wc, url, request_body(prompts.get(key + i), opts, probe.model), opts.timeouts.read)
             outcomes.append(o)
             failed[0] += not o.ok
             if o.transport and (not checking or (checking[-1].done() and time.monotonic() - last_check[0] > 1.0)):
@@ -160,7 +160,8 @@ async def run_level(c: int, http: httpx.AsyncClient, mhttp: httpx.AsyncClient, p
                     pass
             i = issued
             issued += 1
-            body = request_body(prompts.get(int(c * 1000) * 1_000_003 + i), opts, probe.model)
+            key = int(c * 1000) * 1_000_003 if prompt_key is None else prompt_key
+            body = request_body(prompts.get(key + i), opts, probe.model)
             t = asyncio.create_task(one_request(wc, url, body, opts.timeouts.read))
             t.add_done_callback(lambda d: outcomes.append(d.result())
                                 if not d.cancelled() and not d.exception() else None)
@@ -229,14 +230,19 @@ def level_error(c: int, base: httpx.URL, outcomes: list[Outcome], fatal: str | N
     return None
 
 
+WARMUP_PROMPTS = 10**15  # above every level's key: concurrency c → c × 1,000,003, rate r → 1000 r × 1,000,003
+
+
 async def warm_up(http, mhttp, probe: ProbeResult, base: httpx.URL, opts: SweepOptions, prompts: Prompts,
                   stop: Stop, bar: LevelBar, make_session, res: SweepResult) -> bool:
     """opts.warmup requests at the highest level, the same lengths, nothing recorded.
+    Their prompts are not the measured ones (a key range no level uses), so the warm-up
+    warms the engine without filling its prefix cache with what the levels then send.
     False when the sweep should not go on (Ctrl-C, or the server failed them: res.error)."""
     top = max(opts.levels)
     outcomes, _, _, _, fatal, _ = await run_level(top if opts.rate else int(top), http, mhttp, probe, base,
                                                   replace(opts, requests=opts.warmup, duration=None), prompts, stop,
-                                                  bar, make_session)
+                                                  bar, make_session, prompt_key=WARMUP_PROMPTS)
     if stop.interrupted:
         return False
     err = level_error(top, base, outcomes, fatal, opts)

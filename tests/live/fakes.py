@@ -44,6 +44,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with srv.lock:
             srv.streams += 1
+            srv.prompts.append(body.get("prompt"))
             n = srv.streams
         if srv.stall_after is not None and n > srv.stall_after:
             srv.release.wait(60)  # never answers within the client's read timeout
@@ -90,6 +91,7 @@ class FakeOpenAI(LoopbackHTTPServer):
     def __init__(self, stall_after: int | None = None):
         self.stall_after = stall_after
         self.streams = 0
+        self.prompts: list = []  # of the streamed requests, in arrival order
         self.lock = threading.Lock()
         self.release = threading.Event()
         super().__init__(_Handler)
