@@ -11,7 +11,7 @@ import pytest
 
 from kb.errors import UsageError
 from kb.live import slo
-from kb.live.server import ManagedServer, StartFailed, multi_node, with_port
+from kb.live.server import ManagedServer, StartFailed, free_port, multi_node, with_port
 from kb.live.stream import Outcome
 from kb.tune import parse_candidate, refinements, score, verdict
 
@@ -256,3 +256,59 @@ def test_a_value_the_engine_parser_refuses_is_failed_without_a_start(tmp_path, m
     bad = res.trials[1]
     assert bad.status == "failed" and "'abc'" in bad.why[0] and bad.to_json()["starts"] == 0
     assert starts == [8, 32] and res.best is res.trials[2]  # the search went on, within 2 starts
+
+
+# A stand-in for `python -m vllm.entrypoints.openai.api_server`: the loopback OpenAI fake on
+# the --port kb gives it, plus a child process as vLLM's engine core is, and a line in its
+# log once kb's sweep is streaming from it.
+FAKE_API_SERVER = """
+import subprocess, sys, time
+from live.fakes import FakeOpenAI
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+with FakeOpenAI(port=int(sys.argv[sys.argv.index("--port") + 1])) as srv:
+    print("serving", flush=True)
+    while srv.streams == 0:
+        time.sleep(0.05)
+    print("streaming", flush=True)
+    child.wait()
+"""
+
+
+def test_ctrl_c_mid_sweep_stops_the_server_and_its_children(tmp_path):
+    import socket
+    import uuid
+    from pathlib import Path
+
+    from live.util import marked
+
+    mod = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
+    mod.mkdir(parents=True)
+    for d in (mod.parent.parent, mod.parent, mod):
+        (d / "__init__.py").write_text("")
+    (mod / "api_server.py").write_text(FAKE_API_SERVER)
+    tests = Path(__file__).resolve().parent
+    port, marker = free_port(), uuid.uuid4().hex
+    launch = (f"KB_TEST_MARK={marker} PYTHONPATH={tmp_path / 'fake'}:{tests} {sys.executable} "
+              f"-m vllm.entrypoints.openai.api_server --model x --port {port}")
+    env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "-c", "4", "--duration", "120",
+                             "--input-len", "8", "--output-len", "8", "--out-dir", str(tmp_path / "runs")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "runs" / "trial-0.log"
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not (
+                log.exists() and "streaming" in log.read_text()):
+            time.sleep(0.1)
+        assert "streaming" in log.read_text(), proc.stderr.read() if proc.poll() is not None else log.read_text()
+        assert len(marked(marker)) == 2  # the server and its child
+        proc.send_signal(signal.SIGINT)  # mid-sweep: kb is streaming from the server
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "every server kb started is stopped" in err, err[-2000:]
+    assert marked(marker) == []
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))  # nothing listens there any more

@@ -66,8 +66,8 @@ class LoopbackHTTPServer:
     """A ThreadingHTTPServer on 127.0.0.1 (a free port) serving `handler` from a daemon
     thread while the `with` block runs; the handler reaches this object as self.server.owner."""
 
-    def __init__(self, handler: type[BaseHTTPRequestHandler]):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    def __init__(self, handler: type[BaseHTTPRequestHandler], port: int = 0):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.httpd.daemon_threads = True
         self.httpd.owner = self  # type: ignore[attr-defined]
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
@@ -88,13 +88,13 @@ class LoopbackHTTPServer:
 class FakeOpenAI(LoopbackHTTPServer):
     """/v1/models and streaming /v1/completions; streams after the first `stall_after` hang."""
 
-    def __init__(self, stall_after: int | None = None):
+    def __init__(self, stall_after: int | None = None, port: int = 0):
         self.stall_after = stall_after
         self.streams = 0
         self.prompts: list = []  # of the streamed requests, in arrival order
         self.lock = threading.Lock()
         self.release = threading.Event()
-        super().__init__(_Handler)
+        super().__init__(_Handler, port)
 
     def __exit__(self, *exc):
         self.release.set()  # free the stalled handlers first

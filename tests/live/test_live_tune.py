@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from live import vllm_server as vs
+from live.util import marked
 
 # Goodput under a TTFT objective, not raw throughput: on this CPU-bound 2-core server the
 # throughput of two fresh servers with the same flags differed by up to 48% under other
@@ -43,21 +44,6 @@ def _launch(model, marker: str, port: int | None = None) -> str:
     cmd = (f"{env} {vs.ENGINES_PY} -m vllm.entrypoints.openai.api_server --model {model} --load-format dummy "
            f"--max-num-seqs 8 --max-model-len 512 --enforce-eager")
     return cmd + (f" --host 127.0.0.1 --port {port}" if port else "")
-
-
-def _marked(marker: str) -> list[int]:
-    """Pids of live processes whose environment carries KB_TEST_MARK=marker."""
-    want = f"KB_TEST_MARK={marker}".encode()
-    out = []
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            if want in (d / "environ").read_bytes().split(b"\0"):
-                out.append(int(d.name))
-        except OSError:  # gone meanwhile, or not ours to read
-            pass
-    return out
 
 
 def _kb_env(home: Path) -> dict:
@@ -124,10 +110,10 @@ def test_ctrl_c_mid_trial_leaves_no_server(tiny_model, tmp_path):
         deadline = time.monotonic() + vs.START_TIMEOUT
         # mid-trial: the baseline's API server has bound its port (vLLM binds before it builds
         # the engine, vllm-project/vllm#8204) and spawned its engine-core child
-        while time.monotonic() < deadline and proc.poll() is None and len(_marked(marker)) < 2:
+        while time.monotonic() < deadline and proc.poll() is None and len(marked(marker)) < 2:
             time.sleep(0.5)
         assert proc.poll() is None, proc.stderr.read()
-        assert len(_marked(marker)) >= 2, "the server's engine core never started"
+        assert len(marked(marker)) >= 2, "the server's engine core never started"
         with socket.socket() as s, pytest.raises(OSError):
             s.bind(("127.0.0.1", port))  # taken by the server
         proc.send_signal(signal.SIGINT)
@@ -137,7 +123,7 @@ def test_ctrl_c_mid_trial_leaves_no_server(tiny_model, tmp_path):
             proc.kill()
     assert proc.returncode == 130, err[-2000:]
     assert "every server kb started is stopped" in err
-    assert _marked(marker) == []  # no process of the server's tree is left, whatever its command line
+    assert marked(marker) == []  # no process of the server's tree is left, whatever its command line
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", port))  # nothing listens on the server's port any more

@@ -64,3 +64,19 @@ def wait_ready(server, url: str, what: str, timeout: float, poll: float, log_tai
     except BaseException:
         server.stop()
         raise
+
+
+def marked(marker: str) -> list[int]:
+    """Pids of live processes whose environment carries KB_TEST_MARK=marker: a server
+    launched with that variable and every child it spawned, whatever their command lines."""
+    want = f"KB_TEST_MARK={marker}".encode()
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            if want in (d / "environ").read_bytes().split(b"\0"):
+                out.append(int(d.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            pass
+    return out
