@@ -28,11 +28,14 @@ from live.util import marked
 
 # Goodput under a TTFT objective, not raw throughput: on this CPU-bound 2-core server the
 # throughput of two fresh servers with the same flags differed by up to 48% under other
-# load, while a cap of 8 under 32 concurrent streams of 256 tokens queues three quarters
-# of the requests for a wave or more (0.6 s or more per wave at load 12; about a quarter
-# meet 500 ms) and a cap of 32 serves them all at once (TTFT p50 0.15 s at load 12): a
-# gain far outside any noise band. One request per stream (-n 32) keeps the sweep short.
-SWEEP = ["-c", "32", "-n", "32", "--input-len", "16", "--output-len", "256", "--slo", "ttft_p50<=500ms",
+# load. A cap of 8 under 32 concurrent streams of 256 tokens serves them in four waves, so
+# the later waves wait one to three waves for their first token (TTFT p50 2.4 and 4.1 s in
+# two sweeps at load 9), while a cap of 32 serves them all at once (TTFT p50 0.15 s at load
+# 12, 0.52 s at load 9 with a benchmark running: 500 ms was too tight). 2 s sits 4x above
+# the worst cap-32 figure; where cap 8 meets it too (an idle machine) the gain is still
+# cap 32's throughput (2,603 against 788-1,120 tok/s at load 9). One request per stream
+# (-n 32) keeps the sweep short.
+SWEEP = ["-c", "32", "-n", "32", "--input-len", "16", "--output-len", "256", "--slo", "ttft_p50<=2000ms",
          "--warmup", "8"]
 
 
