@@ -1,7 +1,7 @@
 """Checking the server launch commands written in findings against the flag catalogs.
 
 A finding's command is historical: it was right for the version the finding names. So it
-is checked against that version's catalog (or the nearest older one, kb.flags.catalog).
+is checked against that version's catalog (or the nearest catalogued ones on either side).
 A flag that version does not know is still accepted when some catalog knows it as a
 rename: a deprecated flag or an alias of another flag (e.g. sglang `--cuda-graph-max-bs`,
 a deprecated alias in 0.5.15-0.5.19, gone in 0.5.20). Anything else is reported.
@@ -13,7 +13,7 @@ import re
 import shlex
 
 from kb.flagdata import load, short_options, version_key, versions
-from kb.flags import catalog
+from kb.flags import as_parsed
 from kb.launchcmd import split_args
 
 # the words that start a server launch, per engine
@@ -70,7 +70,7 @@ def _resolve(engine: str, flags: dict, flag: str) -> str | None:
     also rewrites _ to - and accepts dotted keys into JSON flags."""
     cands = [flag]
     if engine == "vllm":
-        dashed = flag[:2] + flag[2:].replace("_", "-")
+        dashed = as_parsed(engine, flag)
         cands += [dashed, dashed.split(".", 1)[0]]
     for c in cands:
         if c in flags:
@@ -91,11 +91,10 @@ def catalogs_for(engine: str, version: str | None) -> list[str]:
         return [known[-1]]
     if version in known:
         return [version]
-    older = catalog(engine, version).version
     want = version_key(version)
+    older = [v for v in known if version_key(v) <= want]
     newer = [v for v in known if version_key(v) > want]
-    out = [older] if version_key(older) <= want else []
-    return out + newer[:1]
+    return older[-1:] + newer[:1]
 
 
 def _check_in(engine: str, cat_version: str, flag: str, values: list[str]) -> str | None:

@@ -11,6 +11,7 @@ take `--cuda-graph-sizes N` (one value = the largest size), 0.32 `--max-cudagrap
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from kb.flagdata import load, version_key, versions
 
@@ -90,6 +91,7 @@ class Catalog:
 
     def check(self, flag: str, value=None) -> str | None:
         """Why `flag value` is not valid for this version, or None when it is."""
+        flag = as_parsed(self.engine, flag) if flag not in self.flags else flag
         if flag not in self.flags:
             return f"{flag} is not a {self.engine} {self.version} flag"
         ch = self.choices(flag)
@@ -135,12 +137,48 @@ def infer_version(engine: str, flags: list[str]) -> tuple[str, str] | None:
     wanted = [f for f in dict.fromkeys(flags) if f.startswith("--")]
     if not known or not wanted:
         return None
-    fits = [v for v in known if all(f in load(engine, v) for f in wanted)]
+    fits = [v for v in known if all(_knows(engine, v, f) for f in wanted)]
     if not fits or fits[-1] == known[-1]:
         return None
     newer = known[known.index(fits[-1]) + 1]
-    missing = [f for f in wanted if f not in load(engine, newer)]
+    missing = [f for f in wanted if not _knows(engine, newer, f)]
     return fits[-1], f"the newest that accepts {', '.join(missing[:3])} (gone in {newer})"
+
+
+def as_parsed(engine: str, flag: str) -> str:
+    """The spelling the engine's parser reads: vLLM's FlexibleArgumentParser rewrites `_` to
+    `-` in a long option's name (`--max_num_batched_tokens`); sglang's argparse does not."""
+    if engine == "vllm" and flag.startswith("--"):
+        name, eq, value = flag.partition("=")
+        return name[:2] + name[2:].replace("_", "-") + eq + value
+    return flag
+
+
+def _knows(engine: str, version: str, flag: str) -> bool:
+    """The flag as the user spelled it, by any of its names in that version."""
+    return as_parsed(engine, flag) in _spellings(engine, version)
+
+
+@lru_cache(maxsize=None)
+def _spellings(engine: str, version: str) -> frozenset[str]:
+    out = set()
+    for flag, spec in load(engine, version).items():
+        out.update([flag, *(spec.get("aliases") or [])])
+    return frozenset(out)
+
+
+def nearest_version(known: list[str], version: str) -> str:
+    """Of the catalogued versions on either side of `version`, the closer one by major, then
+    minor, then patch distance (ties to the older): vLLM 0.28 is read with the 0.32 catalog,
+    not 0.11's, which lacks seventeen releases of flags."""
+    want = version_key(version)
+    older = [v for v in known if version_key(v) <= want]
+    newer = [v for v in known if version_key(v) > want]
+    sides = older[-1:] + newer[:1]
+
+    def distance(v: str) -> tuple:
+        return tuple(abs(a - b) for a, b in zip(version_key(v), want, strict=True))
+    return min(sides, key=distance)
 
 
 def catalog(engine: str, version: str | None = None, flags: list[str] | None = None) -> Catalog:
@@ -156,9 +194,7 @@ def catalog(engine: str, version: str | None = None, flags: list[str] | None = N
     if version and version in known:
         chosen = version
     elif version:
-        want = version_key(version)
-        older = [v for v in known if version_key(v) <= want]
-        chosen = older[-1] if older else known[0]
+        chosen = nearest_version(known, version)
     else:
         chosen = known[-1]
     return Catalog(engine, chosen, version, load(engine, chosen))

@@ -44,8 +44,8 @@ def split_args(argv: list[str], short: frozenset[str] | set[str] = frozenset()
             continue
         vals = []
         i += 1
-        while i < len(argv) and not (argv[i].startswith("--") or (argv[i].startswith("-") and len(argv[i]) == 2)
-                                     or argv[i] in short):
+        while i < len(argv) and not (argv[i].startswith("--") or argv[i] in short
+                                     or (len(argv[i]) == 2 and argv[i][0] == "-" and not argv[i][1].isdigit())):
             vals.append(argv[i])
             i += 1
         pairs.append((tok, vals))
@@ -180,8 +180,18 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text))
 
 
+_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
+
+
+def _word(w: str) -> str:
+    """A word of the user's command that is one shell variable (`${SERVER_PORT}`) stays one the
+    shell expands, in double quotes (nothing else in it can run); every other word is quoted."""
+    return f'"{w}"' if _VARIABLE.fullmatch(w) else shlex.quote(w)
+
+
 def render(argv: list[str], env: dict[str, str | None] | None = None) -> str:
-    """One shell line; every word quoted so paths with spaces, quotes, `;` or `$( )` stay literal.
+    """One shell line; every word quoted so paths with spaces, quotes, `;` or `$( )` stay literal
+    (a word that is exactly one variable reference is expanded, as the user wrote it).
     A variable whose value is None is one a change unsets: it is left out."""
     prefix = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in (env or {}).items() if v is not None)
-    return (prefix + " " if prefix else "") + shlex.join(argv)
+    return (prefix + " " if prefix else "") + " ".join(_word(w) for w in argv)

@@ -399,3 +399,11 @@ def test_without_an_inferable_fix_class_it_is_stored_unclassified_and_found(kb, 
     assert second["action"] == "written" and second["finding"]["fix_classes"] == ["unclassified"]
     answers = kb("ask", "zebrafish gateway idle sockets stall", "--json", check_json=True)
     assert answers["answers"][0]["id"] == f.id, answers
+
+
+def test_a_general_shipped_check_is_not_a_duplicate_of_a_measurement(kb, pair):
+    """A shipped launch check of the same class and engine, with no GPU architecture or model
+    family, does not swallow a new measurement whose setting is also unknown: it is written."""
+    out = kb("attach", "--before", pair[0], "--after", pair[1], "--fix", "x", "--fix-class", "moe-runner-backend",
+             "--json", check_json=True)
+    assert out["action"] == "written", out

@@ -13,6 +13,7 @@ The test prints every command that fails, with the parser's own message.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -40,6 +41,7 @@ def _args_after_launcher(argv: list[str]) -> list[str] | None:
 
 
 CONTROL = {"&", "&&", ";", "|", "||"}
+VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 
 
 def _launch_commands(text: str) -> list[list[str]]:
@@ -53,6 +55,9 @@ def _launch_commands(text: str) -> list[list[str]]:
             words = list(lex)
         except ValueError:
             continue
+        # a word that is one shell variable (the user's `--port ${SERVER_PORT}`, which kb keeps
+        # for the shell to expand) stands for a value kb cannot know: a number parses for any type
+        words = ["1" if VARIABLE.fullmatch(w) else w for w in words]
         cmd: list[str] = []
         for w in [*words, ";"]:
             if w in CONTROL:

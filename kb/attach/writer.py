@@ -43,10 +43,13 @@ def _same_context_key(f: Finding) -> tuple:
 def near_duplicate(f: Finding, existing: list[Finding]) -> Finding | None:
     """A finding of the same fix classes measured in the same engine, GPU architecture,
     model family and quantization. Unclassified findings share no class, only a label:
-    two of them in one context are not duplicates."""
+    two of them in one context are not duplicates; nor are two whose GPU architecture and
+    model family are both unknown (a general launch check is not the same measurement)."""
     if UNCLASSIFIED in f.fix_classes:
         return None
     key = _same_context_key(f)
+    if key[2] is None and key[3] is None:
+        return None
     return next((e for e in existing if e.kind == "finding" and _same_context_key(e) == key), None)
 
 
