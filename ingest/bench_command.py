@@ -23,7 +23,6 @@ MAX_LINE = 4096
 MAX_COMMANDS = 50
 MAX_CONTINUED = 100
 
-_ENTRY = re.compile(r"(?:\bvllm\s+bench\s+serve\b|\bbenchmark_serving\.py\b|\bsglang\.bench_serving\b)")
 _RESULT = re.compile(r"Serving Benchmark Result")
 # the lengths under every spelling the clients accept (argparse takes a unique prefix:
 # older sglang scripts write `--random-input` / `--random-output`, some `--num-prompt`)
@@ -80,7 +79,7 @@ class BenchCommandLines:
                 return
             self.pending = None
             return
-        if _ENTRY.search(line) and not line.lstrip().startswith("#") \
+        if benchcmd.ENTRY.search(line) and not line.lstrip().startswith("#") \
                 and len(self.commands) < MAX_COMMANDS:
             self.commands.append((lineno, [line]))
             if line.rstrip().endswith("\\"):

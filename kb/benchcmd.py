@@ -15,7 +15,7 @@ import re
 import shlex
 from dataclasses import dataclass, field
 
-_ENTRY = re.compile(r"(?:\bvllm\s+bench\s+serve\b|\bbenchmark_serving\.py\b|-m\s+sglang\.bench_serving\b)")
+ENTRY = re.compile(r"(?:\bvllm\s+bench\s+serve\b|\bbenchmark_serving\.py\b|-m\s+sglang\.bench_serving\b)")
 
 
 @dataclass
@@ -77,7 +77,7 @@ def _words(text: str) -> list[str]:
 def parse(text: str) -> BenchCommand | None:
     """The first serving-benchmark command in `text` (one line or `\\`-continued lines)."""
     joined = re.sub(r"\\\s*\n\s*", " ", text)
-    m = _ENTRY.search(joined)
+    m = ENTRY.search(joined)
     if not m:
         return None
     line_start = joined.rfind("\n", 0, m.start()) + 1
