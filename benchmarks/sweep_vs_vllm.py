@@ -181,6 +181,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--max-num-seqs", type=int, default=64, help="of the self-started server")
     ap.add_argument("--before", help="another kb checkout (e.g. /work/main) run in the same rotation")
+    ap.add_argument("--pin", action="store_true",
+                    help="self-started server on CPU 0, both clients on CPU 1: neither client's CPU "
+                         "can slow the server, so what is left is how each measures")
     args = ap.parse_args()
     levels = [int(x) for x in args.concurrency.split(",") if x]
     counts = [int(x) for x in args.requests.split(",") if x]
@@ -197,7 +200,11 @@ def main() -> int:
                 vs.require_engines()
                 mdir = vs.build_model(work / "model")
                 print(f"starting vLLM (CPU) on 127.0.0.1, --max-num-seqs {args.max_num_seqs} …", file=sys.stderr)
+                if args.pin:  # the server's processes and threads inherit this affinity
+                    os.sched_setaffinity(0, {0})
                 server = vs.start(mdir, work / "server.log", max_num_seqs=args.max_num_seqs)
+                if args.pin:  # and the client workers started below inherit this one
+                    os.sched_setaffinity(0, {1})
                 url, model = server.url, str(mdir)
             if not model:
                 import urllib.request
@@ -229,7 +236,7 @@ def main() -> int:
                 server.stop()
     print(f"kb sweep vs vllm.benchmarks.serve — {url}, {t0}–{time.strftime('%H:%M', time.gmtime())} UTC, "
           f"input {args.input_len} / output {args.output_len} tokens, {args.requests} requests per run, "
-          f"{args.repeat} alternating runs per level; load average (1, 5, 15 min) at the start and after each level: "
+          f"{args.repeat} alternating runs per level{'; server pinned to CPU 0, clients to CPU 1' if args.pin else ''}; load average (1, 5, 15 min) at the start and after each level: "
           + " → ".join("/".join(f"{x:.1f}" for x in la) for la in load))
     report("kb (this checkout) / vLLM", rows)
     if args.before:
