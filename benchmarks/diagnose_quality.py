@@ -11,6 +11,8 @@ tests/data/diagnosis_2026b/ is a second frozen 2026 set, collected and labelled
 before kb was run on it, kept for an end-of-session generalisation check (see its README).
 tests/data/diagnosis_2026c/ is a third frozen set, collected and labelled the same way
 (see its README).
+tests/data/diagnosis_dev/ is a development set of public cases that kb MAY be tuned on
+(see its README); its score says nothing about generalisation.
 
 Every directory under tests/data/diagnosis/ is one public case (an issue thread,
 a pull request or a write-up) where people posted their evidence and a fix was

@@ -212,3 +212,41 @@ def test_2026c_readme_counts_match_the_cases():
     text = (SET_2026C / "README.md").read_text()
     assert "before kb was first run" in text and "frozen" in text
     assert f"{len(DIRS_2026C)} public cases" in text  # the README states the true count
+
+
+# ---- development set (tests/data/diagnosis_dev): public cases kb MAY be tuned on (issue 13).
+# Checked here: each case is well formed and readable, one case per thread, and no thread is
+# shared with the frozen sets (or the tuned/held-out sets), so tuning on it cannot leak
+# into the honest measure. Its score is never asserted.
+
+SET_DEV = DATA / "diagnosis_dev"
+DIRS_DEV = sorted(p for p in SET_DEV.iterdir() if p.is_dir())
+
+
+def _source_keys(dirs):
+    return {_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in dirs}
+
+
+@pytest.mark.parametrize("d", DIRS_DEV, ids=[d.name for d in DIRS_DEV])
+def test_dev_case_is_well_formed_and_readable(d):
+    test_heldout_scenario_is_well_formed_and_readable(d)
+    meta = json.loads((d / "scenario.json").read_text())
+    labels = meta.get("fix_classes", [meta["confirmed_fix_class"]])
+    assert labels[0] == meta["confirmed_fix_class"] and len(set(labels)) == len(labels)
+    assert all(c in FIX_CLASSES and c != "unclassified" for c in labels), labels
+    assert {p.name for p in d.iterdir() if p.name != "scenario.json"} <= EVIDENCE_NAMES
+
+
+def test_dev_set_shares_no_thread_with_frozen_or_earlier_sets():
+    assert DIRS_DEV
+    keys = [_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in DIRS_DEV]
+    assert len(set(keys)) == len(keys)  # one case per thread
+    frozen = _frozen_dirs() + [p for p in sorted((DATA / "diagnosis_2026d").glob("*")) if p.is_dir()]
+    shared = _source_keys(frozen + DIRS + HELDOUT_DIRS) & set(keys)
+    assert not shared, sorted(shared)
+
+
+def test_dev_readme_counts_match_the_cases():
+    text = (SET_DEV / "README.md").read_text()
+    assert "MAY be tuned on" in text and "before kb was first run" in text
+    assert f"({len(DIRS_DEV)} cases;" in text  # the README states the true count
