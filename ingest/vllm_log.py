@@ -28,6 +28,7 @@ from ingest.serverlog import (
     parse_dict_repr,
     split_fields,
 )
+from kb.engineversion import VLLM_START_UP
 from kb.records import Sample
 
 STATS_START = re.compile(r"(?:Engine (\d+): )?(?=Avg prompt throughput: |Total generation tokens: |Avg generation "
@@ -36,7 +37,6 @@ PREEMPT = re.compile(
     r"Sequence group (\S+) is preempted by PreemptionMode\.(\w+) mode"
     r".*?total_(?:num_)?cumulative_preemption(?:_cnt)?=(\d+)"
 )
-VERSION = re.compile(r"vLLM API server version (\S+)|Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)")
 # "GPU" on CUDA, else the device type upper-cased ("CPU KV cache size: …"), " + host" with
 # hisparse (vllm/v1/core/kv_cache_utils.py, 0.32).
 KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU|TPU|NPU|HPU)(?: \+ host)? KV cache size: ([\d,]+) tokens")
@@ -178,7 +178,7 @@ class VllmLog(ServerLogBase):
         return False
 
     def _version(self, line: str) -> bool:
-        m = VERSION.search(line)
+        m = VLLM_START_UP.search(line)
         if not m:
             return False
         self.recognised = True

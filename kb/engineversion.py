@@ -22,7 +22,9 @@ import re
 NIGHTLY = "nightly"
 
 _NUM = r"\d+\.\d+(?:\.\d+)?(?:\.?post\d+|rc\d+)?(?:\.dev\d+)?"
-_START_UP = re.compile(rf"vLLM API server version ({_NUM})|Initializing an? (?:V\d )?LLM engine \(v({_NUM})")
+# vLLM's start-up line, its version as printed (a local build's `+g…` suffix kept);
+# ingest.vllm_log reads the run's version from the same line with this pattern
+VLLM_START_UP = re.compile(r"vLLM API server version (\S+)|Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)")
 _IMAGE = re.compile(r"(?:^|[\s\"'=/])(?P<repo>vllm/vllm-openai(?:-[a-z]+)?|lmsysorg/sglang|rocm/vllm(?:-dev)?|"
                     r"rocm/sgl-dev)\s*:\s*(?P<tag>[\w.+-]+)", re.I)
 _TAG_VERSION = re.compile(rf"^v?({_NUM})")
@@ -55,9 +57,10 @@ def _release(v: str) -> str:
 def version_in(text: str, engine: str | None = None) -> tuple[str, str] | None:
     """(engine, version) the text shows, or None; with `engine` given, only that engine's."""
     found: list[tuple[str, str]] = []
-    m = _START_UP.search(text)
-    if m:
-        found.append(("vllm", m.group(1) or m.group(2)))
+    m = VLLM_START_UP.search(text)
+    n = _TAG_VERSION.match(m.group(1) or m.group(2)) if m else None
+    if n:
+        found.append(("vllm", n.group(1)))
     found += [(m.group("eng").lower(), m.group("v")) for m in _PACKAGE.finditer(text)]
     found += [hit for m in _IMAGE.finditer(text) if (hit := _image(m.group("repo"), m.group("tag")))]
     found += [(m.group("eng").lower(), m.group("v")) for m in _PROSE.finditer(text)]
