@@ -148,27 +148,59 @@ def test_sigint_to_kb_tune_stops_the_server(tmp_path):
     # `vllm serve` is not on PATH here: the start fails at once and kb says so (exit 1)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and "baseline did not run" in err and "Traceback" not in err
-    # a process that looks like `python -m vllm.entrypoints.openai.api_server` (a stand-in
-    # module on PYTHONPATH) and never becomes ready: only its lifecycle is under test here
-    mod = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
-    mod.mkdir(parents=True)
-    for d in (mod.parent.parent, mod.parent, mod):
-        (d / "__init__.py").write_text("")
-    (mod / "api_server.py").write_text("import time\nprint('starting', flush=True)\nwhile True: time.sleep(1)\n")
-    launch = f"PYTHONPATH={tmp_path / 'fake'} {sys.executable} -m vllm.entrypoints.openai.api_server --model x"
-    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "--out-dir",
-                             str(tmp_path / "runs2")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    log = tmp_path / "runs2" / "trial-0.log"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (log.exists() and "starting" in log.read_text()):
-        time.sleep(0.2)
-    assert log.exists(), "the server was not started"
+    proc, log = _tune_never_ready(tmp_path, "import time\nprint('starting', flush=True)\nwhile True: time.sleep(1)\n")
+    _wait_for(log, "starting")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130 and "every server kb started is stopped" in err
     ps = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server --model x"], capture_output=True, text=True)
     assert ps.stdout.strip() == "", ps.stdout
+
+
+def _tune_never_ready(tmp_path, server_code: str):
+    """kb tune on a process that looks like `python -m vllm.entrypoints.openai.api_server`
+    (a stand-in module on PYTHONPATH) and never becomes ready: only its lifecycle is under test."""
+    mod = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
+    mod.mkdir(parents=True)
+    for d in (mod.parent.parent, mod.parent, mod):
+        (d / "__init__.py").write_text("")
+    (mod / "api_server.py").write_text(server_code)
+    launch = f"PYTHONPATH={tmp_path / 'fake'} {sys.executable} -m vllm.entrypoints.openai.api_server --model x"
+    env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "--out-dir",
+                             str(tmp_path / "runs2")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    return proc, tmp_path / "runs2" / "trial-0.log"
+
+
+def _wait_for(log, text: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not (log.exists() and text in log.read_text()):
+        time.sleep(0.1)
+    assert log.exists() and text in log.read_text(), f"{text!r} not in the server's log"
+
+
+def test_a_second_ctrl_c_while_stopping_still_waits_for_the_server(tmp_path):
+    # An impatient user presses Ctrl-C again while kb stops the server. The stand-in takes
+    # 3 s to exit after SIGTERM; the second SIGINT lands in that window. kb must still wait
+    # for it (and SIGKILL it if need be) before exiting: no engine left holding the GPUs.
+    code = ("import signal, sys, time\n"
+            "def term(*a):\n"
+            "    print('term received', flush=True)\n"
+            "    time.sleep(3)\n"
+            "    sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, term)\n"
+            "print('starting', flush=True)\n"
+            "while True: time.sleep(1)\n")
+    proc, log = _tune_never_ready(tmp_path, code)
+    _wait_for(log, "starting")
+    proc.send_signal(signal.SIGINT)
+    _wait_for(log, "term received")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    ps = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server --model x"], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", f"the server outlived kb: {ps.stdout}"
+    assert proc.returncode == 130 and "Traceback" not in err, err
 
 
 def test_warmup_requests_go_first_and_are_not_recorded(tmp_path):

@@ -16,7 +16,9 @@ import re
 import signal
 import socket
 import subprocess
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -97,6 +99,29 @@ def _port_free(host: str, port: int) -> bool:
             return False
 
 
+@contextmanager
+def _interrupts_deferred():
+    """SIGINT and SIGTERM held back for the block, then raised once (KeyboardInterrupt or
+    the SIGTERM handler that was installed) when it ends. Only the main thread can set
+    handlers; elsewhere the block runs as is."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = {sig: signal.signal(sig, lambda signum, frame: got.append(signum)) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    if got:
+        handler = old[got[0]]
+        if callable(handler):
+            handler(got[0], None)  # Python's default SIGINT handler raises KeyboardInterrupt
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(got[0])
+
+
 @dataclass
 class ManagedServer:
     argv: list[str]
@@ -158,9 +183,15 @@ class ManagedServer:
         return (hits or [ln.strip() for ln in lines if ln.strip()])[-n:]
 
     def stop(self) -> None:
-        """SIGTERM to the group, wait, SIGKILL what is left; the port is free afterwards."""
+        """SIGTERM to the group, wait, SIGKILL what is left; the port is free afterwards.
+        A Ctrl-C (or a second one) that arrives meanwhile waits until the server is gone:
+        an impatient second Ctrl-C must not leave the engine running with its GPUs held."""
         if self.proc is None:
             return
+        with _interrupts_deferred():
+            self._stop()
+
+    def _stop(self) -> None:
         for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
             try:
                 os.killpg(self.proc.pid, sig)
