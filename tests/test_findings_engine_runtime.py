@@ -160,6 +160,9 @@ CASES = [
     ("er-sglang-glm53-flash-fp8-kv",
      {NOTES: "Trying to serve GLM-5.3-Flash on 8 H20 with an fp8 KV cache like we do for GLM-5.2, but sglang "
              "refuses the fp8 cache for this model, so we only get half the tokens.\n"}, None, "sglang"),
+    ("er-vllm-081-qwen25vl-window-mask",
+     {NOTES: "We upgraded to vLLM 0.8.1 and our Qwen2.5-VL OCR pipeline started dropping words from scanned "
+             "invoices, maybe one word in ten, with nothing in the logs.\n"}, None, "vllm"),
 ]
 
 
