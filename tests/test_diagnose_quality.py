@@ -97,8 +97,8 @@ def test_2026_set_readme_says_labelled_before_running():
     assert "before kb was first run" in text and "frozen" in text
 
 
-def _frozen_dirs():  # the frozen 2026 sets; 2026b and 2026c are defined below
-    return DIRS_2026 + [p for name in ("diagnosis_2026b", "diagnosis_2026c")
+def _frozen_dirs():  # the frozen 2026 sets; 2026b, 2026c and 2026d are defined below
+    return DIRS_2026 + [p for name in ("diagnosis_2026b", "diagnosis_2026c", "diagnosis_2026d")
                         for p in sorted((DATA / name).iterdir()) if p.is_dir()]
 
 
@@ -212,6 +212,34 @@ def test_2026c_readme_counts_match_the_cases():
     text = (SET_2026C / "README.md").read_text()
     assert "before kb was first run" in text and "frozen" in text
     assert f"{len(DIRS_2026C)} public cases" in text  # the README states the true count
+
+
+# ---- 2026d set (tests/data/diagnosis_2026d): a fourth frozen set for issue 13's "measure
+# honestly" step, collected in two halves (vLLM-side and SGLang-side threads) and labelled
+# before kb was run on it. Same rules as 2026b/2026c: no thread shared with any earlier set
+# (issues/N and pull/N are one thread) and none cited by a shipped finding.
+
+SET_2026D = DATA / "diagnosis_2026d"
+DIRS_2026D = sorted(p for p in SET_2026D.iterdir() if p.is_dir())
+
+
+def test_2026d_set_has_cases_and_no_reused_source():
+    assert len(DIRS_2026D) >= 12
+    keys = [_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in DIRS_2026D]
+    assert len(set(keys)) == len(keys)  # one case per thread
+    earlier = {_thread_key(json.loads((d / "scenario.json").read_text())["source"])
+               for d in DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B + DIRS_2026C}
+    assert not earlier & set(keys), sorted(earlier & set(keys))
+
+
+def test_2026d_sources_are_not_cited_by_shipped_findings():
+    _assert_not_cited(DIRS_2026D)
+
+
+def test_2026d_readme_counts_match_the_cases():
+    text = (SET_2026D / "README.md").read_text()
+    assert "before kb was first run" in text and "frozen" in text
+    assert f"{len(DIRS_2026D)} public cases" in text  # the README states the true count
 
 
 # ---- development set (tests/data/diagnosis_dev): public cases kb MAY be tuned on (issue 13).
