@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PINNED = "; server pinned to CPU 0, clients to CPU 1"
 sys.path.insert(0, str(ROOT / "tests"))
 
 from live import vllm_server as vs  # noqa: E402
@@ -236,7 +237,8 @@ def main() -> int:
                 server.stop()
     print(f"kb sweep vs vllm.benchmarks.serve — {url}, {t0}–{time.strftime('%H:%M', time.gmtime())} UTC, "
           f"input {args.input_len} / output {args.output_len} tokens, {args.requests} requests per run, "
-          f"{args.repeat} alternating runs per level{'; server pinned to CPU 0, clients to CPU 1' if args.pin else ''}; load average (1, 5, 15 min) at the start and after each level: "
+          f"{args.repeat} alternating runs per level{PINNED if args.pin else ''}; "
+          "load average (1, 5, 15 min) at the start and after each level: "
           + " → ".join("/".join(f"{x:.1f}" for x in la) for la in load))
     report("kb (this checkout) / vLLM", rows)
     if args.before:
