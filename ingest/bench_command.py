@@ -10,6 +10,10 @@ the concurrency, a latency-only or a throughput question) have something to comp
 even when nobody pasted the result block. A file that holds a result block as well is
 left to the result readers (ingest.vllm_bench, ingest.sglang_bench), which read the same
 settings with the measured numbers.
+
+Every command found, with or without a result block, also travels on the evidence
+(`commands()` → RunEvidence.bench_commands): this is the one place that finds benchmark
+commands in files; the benchmark-method rule reads what it found.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import re
 
 from kb import benchcmd
+from kb.evidence import BenchCommandText
 from kb.records import BenchRun, Where
 
 MAX_LINE = 4096
@@ -57,14 +62,15 @@ def run_from_command(text: str, where: Where | None = None) -> BenchRun | None:
 
 
 class BenchCommandLines:
-    """LineParser: serving-benchmark commands (joining `\\` continuation lines) in a file
-    with no result block."""
+    """LineParser: serving-benchmark commands (joining `\\` continuation lines): as load-only
+    BenchRuns in a file with no result block (`results()`), and every one as found text
+    (`commands()`)."""
 
     kind = "bench-command"
 
     def __init__(self, path: str) -> None:
         self.path = str(path)
-        self.commands: list[tuple[int, list[str]]] = []
+        self.found: list[tuple[int, list[str]]] = []
         self.pending: list[str] | None = None
         self.has_result = False
 
@@ -80,13 +86,18 @@ class BenchCommandLines:
             self.pending = None
             return
         if benchcmd.ENTRY.search(line) and not line.lstrip().startswith("#") \
-                and len(self.commands) < MAX_COMMANDS:
-            self.commands.append((lineno, [line]))
+                and len(self.found) < MAX_COMMANDS:
+            self.found.append((lineno, [line]))
             if line.rstrip().endswith("\\"):
-                self.pending = self.commands[-1][1]
+                self.pending = self.found[-1][1]
+
+    def commands(self) -> list[BenchCommandText]:
+        """Every serving-benchmark command of the file, its continuations joined, in line order."""
+        return [BenchCommandText(text=benchcmd.join("\n".join(lines)).strip(), where=Where(path=self.path, line=n))
+                for n, lines in self.found]
 
     def results(self) -> list[BenchRun]:
         if self.has_result:
             return []
-        runs = [run_from_command("\n".join(lines), Where(path=self.path, line=n)) for n, lines in self.commands]
+        runs = [run_from_command(c.text, c.where) for c in self.commands()]
         return [r for r in runs if r is not None]

@@ -17,11 +17,12 @@ import stat
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from ingest.bench_command import BenchCommandLines
 from ingest.generic_results import KIND as GENERIC  # its tables get a column report
 from ingest.launch_command import LaunchCommand
 from kb.engineversion import version_in
 from kb.errors import InputError
-from kb.evidence import RunEvidence, TextLine
+from kb.evidence import BenchCommandText, RunEvidence, TextLine
 from kb.records import BenchRun, Hardware, ModelProfile, ServerTrace
 from kb.textfile import SNIFF_BYTES, lines
 
@@ -241,6 +242,8 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
         records = text.results("prose")
         kinds = ["text"] if records and any(_WORDS.search(t.text) for t in records) else []
         records = records if kinds else []
+    if kinds:  # every benchmark command found, beside a result block, alone or in prose
+        records += [c for x in parsers if isinstance(x, BenchCommandLines) for c in x.commands()]
     return records, kinds
 
 
@@ -336,6 +339,8 @@ def read_run(paths: list[Path], config: str | None = None, gpu: str | None = Non
                 hardware.append(r)
             elif isinstance(r, TextLine):
                 ev.text.append(r)
+            elif isinstance(r, BenchCommandText):
+                ev.bench_commands.append(r)
             elif isinstance(r, LaunchCommand):
                 launches.append(r)
     if launch:
@@ -395,7 +400,7 @@ def _with_stdin(paths: list[Path], config, gpu, engine, launch, since) -> RunEvi
         for f in ev.files:
             if f.get("path") == shown:
                 f["path"] = "-"
-        for t in ev.text:
+        for t in [*ev.text, *ev.bench_commands]:
             if t.where and t.where.path == shown:
                 t.where.path = "-"
         return ev

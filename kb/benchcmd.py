@@ -66,23 +66,38 @@ class BenchCommand:
         return " ".join(shlex.quote(w) if w and re.search(r"[\s\"'$]", w) else w for w in out)
 
 
+_CONTINUED = re.compile(r"[ \t]*\\\s*\n\s*")
+
+
+def join(text: str) -> str:
+    """`text` with its `\\` line continuations joined (a pasted multi-line command as one line)."""
+    return _CONTINUED.sub(" ", text)
+
+
 def _words(text: str) -> list[str]:
-    text = re.sub(r"\\\s*\n\s*", " ", text)
+    text = join(text)
     try:
         return shlex.split(text)
     except ValueError:
         return text.split()
 
 
+# what a pasted line holds before the command: a shell prompt (`$ `, `(venv) $ `,
+# `user@host:~/dir$ `, `# `, a quoted `> `) or a markdown code span's backtick
+_PROMPT = re.compile(r"^(?:`|(?:\([\w.-]+\)\s*)?(?:[\w.-]+@[\w.-]+(?::\S*)?)?[$#%>]\s+)")
+
+
 def parse(text: str) -> BenchCommand | None:
     """The first serving-benchmark command in `text` (one line or `\\`-continued lines)."""
-    joined = re.sub(r"\\\s*\n\s*", " ", text)
+    joined = join(text)
     m = ENTRY.search(joined)
     if not m:
         return None
     line_start = joined.rfind("\n", 0, m.start()) + 1
     line_end = joined.find("\n", m.end())
     line = joined[line_start: line_end if line_end >= 0 else None].strip()
+    if _PROMPT.match(line):  # the corrected command is written out: it must run as given
+        line = _PROMPT.sub("", line).rstrip("`").strip()
     tool = "sglang" if "sglang" in m.group(0) else "vllm"
     words = _words(line)
     args: dict[str, object] = {}

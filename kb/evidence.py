@@ -30,6 +30,15 @@ class TextLine(BaseModel):
     count: int = 1  # how many times a log line with this message appeared
 
 
+class BenchCommandText(BaseModel):
+    """A serving-benchmark command found in a run's file (ingest.bench_command finds them,
+    in any text file, beside a result block or not): its text with `\\` continuations
+    joined, for kb.benchcmd.parse. The benchmark-method rule reads these."""
+
+    text: str
+    where: Where | None = None
+
+
 class CurvePoint(BaseModel):
     level: float  # concurrency (or request rate when no concurrency was set)
     throughput: float  # total tok/s, median of the runs at this level
@@ -55,6 +64,7 @@ class RunEvidence(BaseModel):
     launch_env: dict[str, str] = Field(default_factory=dict)
     files: list[dict] = Field(default_factory=list)  # {"path", "kind", "yielded"} / {"path", "skipped"}
     text: list[TextLine] = Field(default_factory=list)  # notable log lines and prose lines
+    bench_commands: list[BenchCommandText] = Field(default_factory=list)  # in file order, then line order
     text_context: dict = Field(default_factory=dict)  # model, model_family, quantization named in prose
     warnings: list[str] = Field(default_factory=list)
 

@@ -27,22 +27,20 @@ written out with the values computed.
 from __future__ import annotations
 
 from kb import benchcmd
-from kb.records import BenchRun, Evidence
+from kb.records import BenchRun, Evidence, Where
 from kb.rules.base import Proposal, Rule, RuleContext, Threshold
 
 INF = float("inf")
 
 
-def _command(ctx: RuleContext) -> benchcmd.BenchCommand | None:
-    """The first benchmark command in the run's text, with `\\` continuations joined per file."""
-    by_file: dict[str, list[str]] = {}
-    for t in ctx.ev.text:
-        by_file.setdefault(t.where.path if t.where else "", []).append(t.text)
-    for lines in by_file.values():
-        cmd = benchcmd.parse("\n".join(lines))
+def _command(ctx: RuleContext) -> tuple[benchcmd.BenchCommand | None, Where | None]:
+    """The first benchmark command ingest found in the run's files (RunEvidence.bench_commands:
+    found once, there, in every text file; read here, never searched for again), and where."""
+    for c in ctx.ev.bench_commands:
+        cmd = benchcmd.parse(c.text)
         if cmd:
-            return cmd
-    return None
+            return cmd, c.where
+    return None, None
 
 
 # offline benchmarks (one static batch, the in-process throughput run) have no request
@@ -69,7 +67,7 @@ def _fresh_command(ctx: RuleContext, tool: str, top: BenchRun | None) -> benchcm
 
 
 def check(ctx: RuleContext) -> Proposal | None:
-    cmd = _command(ctx)
+    cmd, cmd_where = _command(ctx)
     top = _top(ctx.ev.bench)
     if not cmd and not top:
         return None
@@ -88,6 +86,8 @@ def check(ctx: RuleContext) -> Proposal | None:
     warm = cmd.warmups if cmd else (0 if tool == "vllm" else 1)
     problems: list[str] = []
     evidence: list[Evidence] = []
+    if cmd:
+        evidence.append(Evidence(text=f"benchmark command: {cmd.text}", where=cmd_where))
     if top and top.source:
         evidence.append(Evidence(text=f"benchmark: {n and int(n)} requests, duration {top.duration_s} s, "
                                       f"peak concurrency {peak}", where=top.source))
