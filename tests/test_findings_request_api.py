@@ -133,6 +133,9 @@ CASES = [
      {NOTES: "We run Gemma 3 27B purely as a text-only chat model, no images ever, but vLLM start-up still "
              "profiles image inputs for the vision tower and leaves us less KV cache than the text model "
              "should get.\n"}, "vllm"),
+    ("rq-vllm-limit-mm-per-prompt-one-image",
+     {LOG: "openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': 'At most 1 image(s) may be "
+           "provided in one request.', 'type': 'BadRequestError', 'param': None, 'code': 400}\n"}, "vllm"),
     ("rq-qwen3-greedy-endless-repetition",
      {NOTES: "Qwen3-32B with temperature 0 in our eval harness keeps repeating the same paragraph until it "
              "hits the token limit, sometimes the thinking never closes.\n"}, "vllm"),
