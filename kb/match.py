@@ -303,6 +303,12 @@ def check(c: Condition, f: Facts) -> Check:
         if not ranges:
             return Check(c, HELD, f"engine {f.engine}")
         if not ev.engine_version:
+            # an unstated version is checked as the newest catalog (the one the run's flags are
+            # checked against, with a warning saying so): a range that includes it holds; one
+            # that ends before it (an old bug, fixed since) stays unknown, as the run may be old
+            newest = f.catalog.version if f.catalog and f.catalog.engine == f.engine else None
+            if newest and all(_cmp(version_key(newest), op, version_key(v)) for op, v in ranges):
+                return Check(c, HELD, f"engine {f.engine}, version unknown: taken as {newest}, the version its flags are checked against")
             return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
         ok = all(_cmp(version_key(ev.engine_version), op, version_key(v)) for op, v in ranges)
         return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")
