@@ -511,8 +511,11 @@ def text_scores(query: str, search: Search | None, eligible: Callable[[Finding],
     such hits at the top would leave an applicable finding ranked too low to be proposed."""
     if search is None or len(set(re.findall(r"[a-z]{3,}", query.lower()))) < MIN_QUERY_WORDS:
         return {}
-    hits = [f for f, _ in search(query) if eligible(f)][:TEXT_TOP]
-    return {f.id: round(0.85 ** i, 3) for i, f in enumerate(hits)}
+    hits = [(f, s) for f, s in search(query) if eligible(f)][:TEXT_TOP]
+    if not hits:
+        return {}
+    best = hits[0][1] or 1.0
+    return {f.id: round(min(0.85 ** i, s / best), 3) for i, (f, s) in enumerate(hits)}
 
 
 # Fix classes that only exist inside one feature: a LoRA adapter's slowness needs adapters,
