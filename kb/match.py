@@ -490,7 +490,8 @@ def evidence_query(f: Facts) -> str:
 
 _TABLE_ROW = re.compile(r"^[\w ()/%.,#-]{1,60}:(?:\s+[-+\d.,]+\s*[\w/%]*|\s{2,}\S.*)\s*$"
                         r"|^[\s=|+*#-]*$|^\s*[=#*-]{3,}.*[=#*-]{3,}\s*$")
-MIN_QUERY_WORDS = 4  # fewer distinct words than this is not a description of anything
+MIN_QUERY_WORDS = 4  # fewer distinct words than this is not a description of anything; a name with
+# digits counts as a word ("tp4 pp2 on 8 pcie gpus", "l40s no nvlink": tp4, l40s, nvfp4 say the setup)
 _THREE_WORDS = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
 
 
@@ -509,7 +510,7 @@ def text_scores(query: str, search: Search | None, eligible: Callable[[Finding],
     the hits that could be proposed for this run (`eligible`). A hit this run's facts exclude
     (another engine, another GPU) or one with no fix to offer takes no rank: otherwise a few
     such hits at the top would leave an applicable finding ranked too low to be proposed."""
-    if search is None or len(set(re.findall(r"[a-z]{3,}", query.lower()))) < MIN_QUERY_WORDS:
+    if search is None or len(set(re.findall(r"[a-z][a-z0-9]{2,}", query.lower()))) < MIN_QUERY_WORDS:
         return {}
     hits = [(f, s) for f, s in search(query) if eligible(f)][:TEXT_TOP]
     if not hits:
