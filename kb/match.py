@@ -24,7 +24,7 @@ from kb.flagdata import load, version_key, versions
 from kb.flags import SETTINGS, Catalog
 from kb.hardware import gpu_arch, lookup_gpu
 from kb.records import SEVERITY_ORDER, Condition, Finding, Signal
-from kb.vocab import MODELS, QUANTIZATIONS, model_in
+from kb.vocab import FIX_CLASS_WORDS, MODELS, QUANTIZATIONS, model_in
 
 HELD, UNKNOWN, FAILED = "held", "unknown", "failed"
 
@@ -303,6 +303,12 @@ def check(c: Condition, f: Facts) -> Check:
         if not ranges:
             return Check(c, HELD, f"engine {f.engine}")
         if not ev.engine_version:
+            # an unstated version is checked as the newest catalog (the one the run's flags are
+            # checked against, with a warning saying so): a range that includes it holds; one
+            # that ends before it (an old bug, fixed since) stays unknown, as the run may be old
+            newest = f.catalog.version if f.catalog and f.catalog.engine == f.engine else None
+            if newest and all(_cmp(version_key(newest), op, version_key(v)) for op, v in ranges):
+                return Check(c, HELD, f"engine {f.engine}, version unknown: taken as {newest}, the version its flags are checked against")
             return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
         ok = all(_cmp(version_key(ev.engine_version), op, version_key(v)) for op, v in ranges)
         return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")
@@ -484,7 +490,8 @@ def evidence_query(f: Facts) -> str:
 
 _TABLE_ROW = re.compile(r"^[\w ()/%.,#-]{1,60}:(?:\s+[-+\d.,]+\s*[\w/%]*|\s{2,}\S.*)\s*$"
                         r"|^[\s=|+*#-]*$|^\s*[=#*-]{3,}.*[=#*-]{3,}\s*$")
-MIN_QUERY_WORDS = 4  # fewer distinct words than this is not a description of anything
+MIN_QUERY_WORDS = 4  # fewer distinct words than this is not a description of anything; a name with
+# digits counts as a word ("tp4 pp2 on 8 pcie gpus", "l40s no nvlink": tp4, l40s, nvfp4 say the setup)
 _THREE_WORDS = re.compile(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}\W+[A-Za-z]{2,}")
 
 
@@ -503,10 +510,57 @@ def text_scores(query: str, search: Search | None, eligible: Callable[[Finding],
     the hits that could be proposed for this run (`eligible`). A hit this run's facts exclude
     (another engine, another GPU) or one with no fix to offer takes no rank: otherwise a few
     such hits at the top would leave an applicable finding ranked too low to be proposed."""
-    if search is None or len(set(re.findall(r"[a-z]{3,}", query.lower()))) < MIN_QUERY_WORDS:
+    if search is None or len(set(re.findall(r"[a-z][a-z0-9]{2,}", query.lower()))) < MIN_QUERY_WORDS:
         return {}
-    hits = [f for f, _ in search(query) if eligible(f)][:TEXT_TOP]
-    return {f.id: round(0.85 ** i, 3) for i, f in enumerate(hits)}
+    hits = [(f, s) for f, s in search(query) if eligible(f)][:TEXT_TOP]
+    if not hits:
+        return {}
+    best = hits[0][1] or 1.0
+    return {f.id: round(min(0.85 ** i, s / best), 3) for i, (f, s) in enumerate(hits)}
+
+
+# Fix classes that only exist inside one feature: a LoRA adapter's slowness needs adapters,
+# a vision encoder's needs images, a grammar's needs structured output, a hybrid model's
+# state cache needs a hybrid (Mamba / linear-attention) model, AITER needs an AMD GPU, a VM
+# fix needs a VM, a unified-memory fix needs such a machine. A run whose words, launch and
+# setup never name the feature cannot have that problem, however close its other words are
+# ("--enforce-eager slows decode" is not a LoRA problem because a LoRA finding also says
+# enforce-eager). Beside kb.vocab's words for each class, the names people use for it.
+FEATURE_WORDS: dict[str, tuple[str, ...]] = {
+    "lora": ("lora", "adapter", "punica", "peft"),
+    "multimodal-encoder": ("multimodal", "multi-modal", "vision", "image", "video", "audio", "vlm", "-vl",
+                           "vl-", "llava", "omni", "pixtral", "mm_", "mm-", "encoder"),
+    "structured-output": ("structured", "guided", "json", "grammar", "xgrammar", "outlines", "llguidance",
+                          "response_format", "tool call", "function call", "regex"),
+    "hybrid-state-cache": ("mamba", "hybrid", "linear attention", "linear-attention", "deltanet", "ssm",
+                           "qwen3-next", "qwen3.5", "qwen3.6", "qwen3_next", "nemotron-h", "nemotronh", "jamba",
+                           "granite-4", "granite 4", "granite4", "falcon-h", "minimax", "kimi-linear", "bamba",
+                           "state cache"),
+    "rocm-aiter": ("rocm", "aiter", "amd", "mi300", "mi325", "mi350", "mi355", "mi250", "hip", "gfx9"),
+    "virtualization": ("vfio", "kvm", "lxc", "iommu", "virtual machine", " vm ", " vm,", " vm.", "vms",
+                       "passthrough", "proxmox", "hypervisor", "esxi", "vgpu", "wsl"),
+    "unified-memory": ("unified memory", "gb10", "dgx spark", "spark", "jetson", "thor", "gh200", "gb200",
+                       "grace", "coherent", "strix halo", "apu"),
+}
+
+
+def run_words(ev: RunEvidence) -> str:
+    """Everything the run names, lower case: its text, launch, model and GPUs."""
+    parts = [t.text for t in ev.text] + list(ev.launch_argv) + [str(ev.model_path or "")]
+    parts += [f"{k}={v}" for k, v in ev.server_args.items()]
+    if ev.model:
+        parts += [ev.model.name or "", ev.model.architecture or ""]
+    if ev.hardware:
+        parts += [ev.hardware.gpu or "", ev.hardware.arch or ""]
+    return " " + " ".join(parts).lower() + " "
+
+
+def feature_named(f: Finding, words: str) -> bool:
+    """False when the finding's fix belongs to a feature (FEATURE_WORDS) the run never names."""
+    fc = f.fix_classes[0] if f.fix_classes else None
+    if fc not in FEATURE_WORDS:
+        return True
+    return any(w in words for w in (*FEATURE_WORDS[fc], *FIX_CLASS_WORDS.get(fc, ())))
 
 
 def proposable(f: Finding) -> bool:
@@ -521,7 +575,9 @@ def match_all(ev: RunEvidence, engine: str | None, catalog: Catalog | None, sign
     out = [Match(f, [_safe_check(c, facts) for c in cond.all_conditions(f)], closeness=similarity(ev, f, engine or ""))
            for f in findings]
     excluded = {m.finding.id for m in out if m.excluded}
-    text = text_scores(evidence_query(facts), search, lambda f: f.id not in excluded and proposable(f))
+    words = run_words(ev)
+    text = text_scores(evidence_query(facts), search,
+                       lambda f: f.id not in excluded and proposable(f) and feature_named(f, words))
     for m in out:
         m.text = text.get(m.finding.id, 0.0)
         m.score = round(sum(EVIDENCE_WEIGHT[c.condition.key] for c in m.hits)

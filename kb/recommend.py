@@ -149,7 +149,10 @@ def select(matches: list[Match]) -> list[Match]:
         context = len(m.context_held) == len(m.context_written) and specific >= (3 if m.evidence_written else 2)
         if m.symptom or m.text >= TEXT_MIN or context:
             out.append(m)
-    return out[:MAX_FROM_FINDINGS] if len(out) > MAX_FROM_FINDINGS else out
+    # the cut keeps what would rank first: by the order recommend() ranks in, not by the match
+    # score (where a context check with many held conditions outscores the run's closest words)
+    out.sort(key=lambda m: (TIERS[_basis(m)], -m.text if _basis(m) == "text" else 0.0, -m.score))
+    return out[:MAX_FROM_FINDINGS]
 
 
 def _basis(m: Match) -> str:
