@@ -247,7 +247,10 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
     return records, kinds
 
 
-_WORDS = re.compile(r"[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}[,.:;]?\s+[A-Za-z]{2,}")  # three words: text, not data
+# text, not data: three words of any alphabet, or a run of CJK characters (written without
+# spaces: a Chinese issue's "单并发很快" is a sentence, and its flags and numbers are evidence too)
+_WORDS = re.compile(r"[^\W\d_]{2,}[,.:;]?\s+[^\W\d_]{2,}[,.:;]?\s+[^\W\d_]{2,}"
+                    r"|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{4,}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+[,.:;!?)]?$")
 _FLAG = re.compile(r"(?:^|\s)--?[A-Za-z]")
 

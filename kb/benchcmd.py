@@ -11,6 +11,7 @@ request (`--warmup-requests 1`) and ignores EOS unless `--disable-ignore-eos`.
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -31,9 +32,10 @@ class BenchCommand:
         if str(v).lower() in ("inf", "infinity"):
             return float("inf")
         try:
-            return float(str(v))
+            x = float(str(v))
         except ValueError:
             return None
+        return None if math.isnan(x) else x  # the clients' argparse would take "nan"; no load is read from it
 
     @property
     def warmups(self) -> float:

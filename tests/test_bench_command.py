@@ -43,3 +43,13 @@ def test_launch_line_and_bench_command_show_a_cap_below_the_load(tmp_path):
     d = diagnose(read_run([launch, SAMPLES / "vllm-bench-serve-random-c64.txt"], gpu="1x H100"), [])
     rec = next(r for r in d.recommendations if r.rule.startswith("KB101"))
     assert rec.title == "Raise --max-num-seqs from 16 to 64" and rec.severity == "low"
+
+
+def test_a_nan_value_reads_as_no_value(tmp_path):
+    # found by the fuzzer: `--max-concurrency nan` parses as a float (argparse takes it too)
+    # and int(nan) raised inside ingest; a NaN is no load at all
+    from ingest.bench_command import run_from_command
+
+    run = run_from_command("vllm bench serve --model m --max-concurrency nan --num-prompts 100")
+    assert run is not None and run.concurrency is None and run.num_prompts == 100
+    assert run_from_command("vllm bench serve --model m --max-concurrency nan --num-prompts nan") is None

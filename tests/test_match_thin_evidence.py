@@ -128,3 +128,17 @@ def test_mla_from_a_family_that_only_has_mla_models():
     assert _state(Facts.of(ev, "vllm", None, []), "model", "moe, mla") == "held"
     llama = RunEvidence(engine="vllm", model_path="meta-llama/Llama-3.1-8B")
     assert _state(Facts.of(llama, "vllm", None, []), "model", "mla") == "unknown"  # no config, not an MLA family
+
+
+def test_prose_in_a_language_without_spaces_is_text_evidence(tmp_path):
+    # A Chinese issue ("one stream is fast, at 3-6 tasks it drops to 1 token/s") with the
+    # user's flag in it: read as text, so its flag and numbers reach the matcher; before,
+    # a file without three Latin-letter words was skipped as "not a recognised format".
+    p = tmp_path / "issue.txt"
+    p.write_text("单并发很快很准 任务数量在3-6时就每秒1t了 很慢\n启动参数 --max-num-seqs 4 --enforce-eager\n")
+    ev = read_run([p])
+    assert ev.files[0].get("kind") == "text", ev.files
+    assert any("--enforce-eager" in t.text for t in ev.text)
+    data = tmp_path / "data.txt"
+    data.write_text("0.1 0.2 0.3\n1 2 3\n")  # numbers alone are still not text
+    assert "skipped" in read_run([data]).files[0]
