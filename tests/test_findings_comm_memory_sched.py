@@ -144,6 +144,14 @@ CASES = [
      {LOG: "INFO 11-20 10:00:01 [config.py:100] Resolved architecture: Qwen3ForCausalLM\n"
            "WARNING 11-20 10:00:02 [vllm.py:1606] Async scheduling not supported with ngram-based speculative "
            "decoding and will be disabled.\n"}, None, "vllm"),
+    ("dr26-vllm-failed-to-infer-device-type",
+     {LOG: "INFO 05-14 04:44:35 [__init__.py:243] No platform detected, vLLM is running on UnspecifiedPlatform\n"
+           "INFO 05-14 04:44:37 [api_server.py:1034] vLLM API server version 0.8.4\n"
+           "RuntimeError: Failed to infer device type\n"}, None, "vllm"),
+    ("sched26-sglang-hrrn-prefill-queue",
+     {NOTES: "Our sglang prefill node gets a mix of chat turns of a few hundred tokens and document requests of 60k "
+             "tokens. Mean TTFT at concurrency 100 is above 20 seconds, and most of it is the short turns queueing "
+             "behind the big documents. We use the default fcfs policy.\n"}, None, "sglang"),
     ("cp26-sglang-mixed-chunk-decode-stall",
      {NOTES: "On sglang, every time a new user joins with a long prompt, the text streams of everyone else freeze "
              "for a moment until that prompt is done. The profile shows long runs of steps that only prefill while "
@@ -209,6 +217,8 @@ FIXED = [
      "python -m sglang.launch_server --model-path Qwen/Qwen3-8B --enable-priority-scheduling\n"),
     ("cp26-sglang-mixed-chunk-decode-stall",
      "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp-size 2 --enable-mixed-chunk\n"),
+    ("sched26-sglang-hrrn-prefill-queue",
+     "python -m sglang.launch_server --model-path Qwen/Qwen3-32B --tp-size 2 --schedule-policy hrrn\n"),
     ("car26-vllm-expandable-segments-custom-ar",
      "vllm serve Qwen/Qwen3-32B-AWQ --tensor-parallel-size 2 --disable-custom-all-reduce\n"),
     ("car26-sglang-register-graph-buffers-invalid-argument",
