@@ -6,7 +6,8 @@ Read from, strongest first:
   `python -m sglang.check_env`), `vLLM Version : 0.28.1rc1.dev580+g385dce36b` (vLLM's collect_env);
 - a container image tag: `vllm/vllm-openai:v0.11.0`, `lmsysorg/sglang:v0.5.4.post1-cu129`,
   `vllm/vllm-openai:nightly`, `lmsysorg/sglang:dev` (sglang's image built from main);
-- prose and pip list: `vllm 0.11.0`, `vLLM v0.11.0`, `sglang version 0.5.4`;
+- prose and pip list: `vllm 0.11.0`, `vLLM v0.11.0`, `sglang version 0.5.4`; an upgrade told in prose
+  (`from vLLM 0.19 to 0.24`) reads as the version upgraded to;
 - a build from main: `vllm nightly`, `sglang main branch` (a `0.11.1.dev12+g...` wheel reads as 0.11.1);
 - a bare `v0.23.0` in prose that names exactly one engine.
 
@@ -31,6 +32,9 @@ _TAG_VERSION = re.compile(rf"^v?({_NUM})")
 _PACKAGE = re.compile(rf"(?<![\w-])(?P<eng>vllm|sglang)(?:\[[\w,]+\])?(?:\s+version)?\s*(?:==|:\s*)\s*v?"
                       rf"(?P<v>{_NUM})(?![\w.])", re.I)
 _PROSE = re.compile(rf"(?<![\w/-])(?P<eng>vllm|sglang)(?:\s+version)?\s+v?(?P<v>{_NUM})(?![\w.])", re.I)
+# an upgrade told in prose ("moved from vLLM 0.19 to 0.24", "sglang 0.5.8 -> 0.5.9"): the run is on the second
+_UPGRADE = re.compile(rf"(?<![\w/-])(?P<eng>vllm|sglang)(?:\s+version)?\s+(?:from\s+)?v?{_NUM}\s+(?:to|->|→)\s+"
+                      rf"(?:(?:vllm|sglang)\s+)?v?(?P<v>{_NUM})(?![\w.])", re.I)
 _NIGHTLY = re.compile(r"(?<![\w/-])(?P<eng>vllm|sglang)(?:'s)?\s+(?:nightly|main\s+branch|from\s+main)\b"
                       r"|\bnightly\s+(?:build|wheel|image)?\s*(?:of\s+)?(?P<eng2>vllm|sglang)\b", re.I)
 _BARE = re.compile(rf"(?<![\w./-])v({_NUM})(?![\w.])")
@@ -63,6 +67,7 @@ def version_in(text: str, engine: str | None = None) -> tuple[str, str] | None:
         found.append(("vllm", n.group(1)))
     found += [(m.group("eng").lower(), m.group("v")) for m in _PACKAGE.finditer(text)]
     found += [hit for m in _IMAGE.finditer(text) if (hit := _image(m.group("repo"), m.group("tag")))]
+    found += [(m.group("eng").lower(), m.group("v")) for m in _UPGRADE.finditer(text)]
     found += [(m.group("eng").lower(), m.group("v")) for m in _PROSE.finditer(text)]
     for m in _NIGHTLY.finditer(text):
         found.append(((m.group("eng") or m.group("eng2")).lower(), NIGHTLY))

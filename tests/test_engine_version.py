@@ -25,6 +25,10 @@ from kb.records import Condition
     ("I tried the vllm nightly and it is fixed", ("vllm", NIGHTLY)),
     ("Since upgrading vLLM to v0.23.0 throughput is lower", ("vllm", "0.23.0")),
     ("vllm 0.11.1.dev12+g1234abcd", ("vllm", "0.11.1")),  # a wheel from main before 0.11.1
+    # an upgrade told in prose: the run is on the version upgraded to, not the first one named
+    ("Since we moved from vLLM 0.19 to 0.24 the KV cache holds a third of the tokens", ("vllm", "0.24")),
+    ("upgraded vllm from 0.10.1 to v0.11.0 and TTFT doubled", ("vllm", "0.11.0")),
+    ("sglang 0.5.8 -> 0.5.9 made decode slower", ("sglang", "0.5.9")),
 ])
 def test_version_in_reads_each_form(text, want):
     assert version_in(text) == want
