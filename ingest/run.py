@@ -252,15 +252,18 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
 _WORDS = re.compile(r"[^\W\d_]{2,}[,.:;]?\s+[^\W\d_]{2,}[,.:;]?\s+[^\W\d_]{2,}"
                     r"|[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]{4,}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+[,.:;!?)]?$")
-_FLAG = re.compile(r"(?:^|\s)--?[A-Za-z]")
+_CODE = re.compile(r"`[^`]*`")  # an inline command in a sentence: "we ran `vllm serve … --tp 8` and …"
+_FLAG_VALUE = re.compile(r"(?:^|\s)--?[A-Za-z][\w.-]*(?:[= ](?!-)\S+)?")
 
 
 def _sentence(line: str) -> bool:
     """A line of prose beside a command or a result block: five or more words, mostly
-    words, and no flags (a command line, `Mean TTFT (ms): 12.3` and a table row are not)."""
-    tokens = line.split()
+    words, once inline code and flags with their values are set aside (a command line,
+    `Mean TTFT (ms): 12.3` and a table row are not; "we launched with --tp 8 and decode
+    is only 10 tok/s" is)."""
+    tokens = _FLAG_VALUE.sub(" ", _CODE.sub(" ", line)).split()
     words = sum(1 for t in tokens if _WORD.match(t))
-    return words >= 5 and words >= 0.6 * len(tokens) and not _FLAG.search(line)
+    return words >= 5 and words >= 0.6 * len(tokens)
 
 
 def _results(parsers: list) -> tuple[list, list[str]]:

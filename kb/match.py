@@ -308,7 +308,8 @@ def check(c: Condition, f: Facts) -> Check:
             # that ends before it (an old bug, fixed since) stays unknown, as the run may be old
             newest = f.catalog.version if f.catalog and f.catalog.engine == f.engine else None
             if newest and all(_cmp(version_key(newest), op, version_key(v)) for op, v in ranges):
-                return Check(c, HELD, f"engine {f.engine}, version unknown: taken as {newest}, the version its flags are checked against")
+                return Check(c, HELD, f"engine {f.engine}, version unknown: taken as {newest}, "
+                                      "the version its flags are checked against")
             return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
         ok = all(_cmp(version_key(ev.engine_version), op, version_key(v)) for op, v in ranges)
         return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")

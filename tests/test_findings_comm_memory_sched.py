@@ -86,7 +86,8 @@ CASES = [
      {LOG: "[2025-11-02 18:11:28 TP8] Init torch distributed begin.\n"
            "[rank10]:[E1102 18:11:34.707542570 ProcessGroupGloo.cpp:143] Gloo connectFullMesh failed with "
            "[../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error\n"
-           "[2025-11-02 18:11:34 TP10] Scheduler hit an exception: Traceback (most recent call last):\n"}, None, "sglang"),
+           "[2025-11-02 18:11:34 TP10] Scheduler hit an exception: Traceback (most recent call last):\n"},
+     None, "sglang"),
     ("mn26-vllm-mp-multinode-without-ray",
      {NOTES: "We want to serve Llama 405B over two 8-GPU machines with vLLM, TP 8 and PP 2. Setting up a ray "
              "cluster in our Kubernetes environment keeps failing and I would rather run it without Ray at all. "
@@ -123,7 +124,8 @@ CASES = [
            "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
            "mem_fraction_static=0.84\n"}, None, "sglang"),
     ("mf26-sglang-cuda-graph-capture-oom",
-     {LOG: "[2025-04-10 08:01:12 TP7] Capture cuda graph begin. This can take up to several minutes. avail mem=3.10 GB\n"
+     {LOG: "[2025-04-10 08:01:12 TP7] Capture cuda graph begin. This can take up to several minutes. "
+           "avail mem=3.10 GB\n"
            "[2025-04-10 08:01:40 TP7] Scheduler hit an exception: Traceback (most recent call last):\n"
            "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB. GPU 7 has a total "
            "capacity of 95.00 GiB\n"}, None, "sglang"),
@@ -192,7 +194,8 @@ QUIET = [
            "http://0.0.0.0:8000\n"}, None, "vllm"),
     # a healthy sglang start-up log
     ({LOG: "[2025-11-02 18:11:28 TP0] Init torch distributed begin.\n"
-           "[2025-11-02 18:11:30 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=50.10 GB, "
+           "[2025-11-02 18:11:30 TP0] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, "
+           "avail mem=50.10 GB, "
            "mem usage=16.20 GB.\n"
            "[2025-11-02 18:11:40 TP0] Capture cuda graph end. Time elapsed: 21.30 s. mem usage=1.20 GB. "
            "avail mem=10.40 GB.\n"

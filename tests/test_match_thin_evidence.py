@@ -142,3 +142,17 @@ def test_prose_in_a_language_without_spaces_is_text_evidence(tmp_path):
     data = tmp_path / "data.txt"
     data.write_text("0.1 0.2 0.3\n1 2 3\n")  # numbers alone are still not text
     assert "skipped" in read_run([data]).files[0]
+
+
+def test_a_sentence_with_an_inline_command_stays_prose(tmp_path):
+    # people paste the command inside their sentence; the line is a launch command (read as
+    # one) and a sentence (kept as prose for `text:` conditions and similarity) at once
+    p = tmp_path / "issue.md"
+    p.write_text("We launched with `vllm serve Qwen/Qwen3-8B --tensor-parallel-size 8` and decode is only "
+                 "10 tok/s per user on H100.\n")
+    ev = read_run([p])
+    assert ev.launch_argv and ev.arg("tensor-parallel-size") in (8, "8")
+    assert [t.kind for t in ev.text] == ["prose"]
+    q = tmp_path / "cmd.txt"  # a bare command line is not prose
+    q.write_text("vllm serve Qwen/Qwen3-8B --tensor-parallel-size 8 --max-model-len 32768\n")
+    assert all(t.kind != "prose" for t in read_run([q]).text)

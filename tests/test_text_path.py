@@ -7,8 +7,8 @@ from pathlib import Path
 from ingest.run import read_run
 from kb.diagnose import diagnose
 from kb.evidence import RunEvidence
-from kb.flags import catalog
 from kb.flagdata import versions
+from kb.flags import catalog
 from kb.match import TEXT_TOP, Check, Facts, Match, check, feature_named, run_words, text_scores
 from kb.recommend import MAX_FROM_FINDINGS, TEXT_MIN, select
 from kb.records import Condition, Finding
