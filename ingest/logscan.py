@@ -22,12 +22,12 @@ from __future__ import annotations
 import io
 import re
 from collections import deque
+from dataclasses import dataclass, field
 from functools import reduce
 from itertools import compress
 from operator import add, attrgetter
 from typing import Callable, Iterable
 
-from ingest.serverlog import MAX_RANKS, SampleStats
 from kb.textfile import MAX_LINE_CHARS, lines
 
 CHUNK = 2**19
@@ -278,7 +278,7 @@ class _State:
         if run:
             n = len(run)
             st.n["decode"] += n
-            _add_running(st, run)
+            _add_running(st, n, sum(run), max(run))
             q = _ints(cols[D_Q], a, b)
             if q:
                 st.queue_known += len(q)
@@ -328,7 +328,7 @@ class _State:
             n = len(run)
             p.recognised = True
             st.n["stats"] += n
-            _add_running(st, run)
+            _add_running(st, n, sum(run), max(run))
             q = _ints(cols[wait_c], a, b)
             st.queue_known += n
             st.queue_nonzero += n - q.count(0)
@@ -377,12 +377,12 @@ def _floats(col, a, b, strip: bytes = b"") -> list[float]:
     return list(map(float, (v.rstrip(strip) for v in vals) if strip else vals))
 
 
-def _add_running(st, run: list[int]) -> None:
-    """One run of stats rows' running counts into the aggregates (both engines alike)."""
-    st.load += len(run)
-    st.running_sum += sum(run)
-    st.running_n += len(run)
-    st.running_max = _mx(st.running_max, max(run))
+def _add_running(st, n: int, total: int, most: int) -> None:
+    """`n` stats rows' running counts (their sum and maximum) into the aggregates (both engines alike)."""
+    st.load += n
+    st.running_sum += total
+    st.running_n += n
+    st.running_max = _mx(st.running_max, most)
 
 
 def _mx(a, b):
@@ -390,6 +390,8 @@ def _mx(a, b):
 
 
 def _ranks(st, ranks: Iterable) -> None:
+    from ingest.serverlog import MAX_RANKS
+
     for r in ranks:
         if len(st.ranks) >= MAX_RANKS:
             return
@@ -432,6 +434,90 @@ class _Shape:
 
     def col(self, toks: list, name: str) -> list:
         return toks[self.fields[name]::self.k]
+
+
+@dataclass
+class _Plan:
+    """One block as _Shapes.plan reads it: its line count, its lines (not sent by the worker),
+    the lines that need the fast rows before them folded first (then nothing else is set), the
+    other lines by index, each engine's row indices, the access rows, whether a row holds
+    vLLM's Preemptions field, and the figures to fold (_Shapes.gather)."""
+
+    n: int
+    lines: list | None
+    ordered: list
+    others: dict = field(default_factory=dict)
+    sg_rows: list = field(default_factory=list)
+    vl_rows: list = field(default_factory=list)
+    n_access: int = 0
+    preempt: bool = False
+    fold: dict = field(default_factory=dict)
+
+
+def _fold(st: "_State", f: dict) -> None:
+    """A block's figures (_Shapes.gather) into the aggregates, as the line parsers add them
+    (sglang_log._batch, vllm_log._stats, SampleStats.observe); float sums in file order."""
+    p, sgl = st.sgl, st.sgl.stats
+    if f["dec"]:
+        run, q, per_shape = f["dec"]
+        sgl.n["decode"] += run[0]
+        _add_running(sgl, *run)
+        if q:
+            sgl.queue_known += q[0]
+            sgl.queue_nonzero += q[1]
+            sgl.queued_max = _mx(sgl.queued_max, q[2])
+        for usage, graph in per_shape:
+            sgl.token_usage_max = _mx(sgl.token_usage_max, usage)
+            if graph:
+                sgl.graph_false += graph[0]
+                sgl.graph_false_running_max = _mx(sgl.graph_false_running_max, graph[1])
+        acc = f["sg_acc"]
+        if acc:
+            sgl.accept_sum = reduce(add, acc, sgl.accept_sum)
+            sgl.accept_n += len(acc)
+            sgl.accept_max = _mx(sgl.accept_max, max(acc))
+        gen = f["sg_gen"]
+        sgl.gen_max = _mx(sgl.gen_max, max(gen))
+        sgl.gen_sum = reduce(add, gen, sgl.gen_sum)
+        sgl.gen_n += len(gen)
+    for n, usage, prompt, new, cached in f["pre"]:
+        sgl.n["prefill"] += n
+        sgl.token_usage_max = _mx(sgl.token_usage_max, usage)
+        if prompt is not None:
+            sgl.prompt_max = _mx(sgl.prompt_max, prompt)
+        p.new_tokens += new
+        p.cached_tokens += cached
+    if f["sg"]:
+        p.recognised = True
+        for key, value in f["extra"]:
+            sgl.extra(key, value)
+        _ranks(sgl, f["ranks"])
+    p, vll = st.vll, st.vll.stats
+    for run, q, usage, prompt, preempt, v0 in f["vl"]:
+        p.recognised = True
+        vll.n["stats"] += run[0]
+        _add_running(vll, *run)
+        vll.queue_known += q[0]
+        vll.queue_nonzero += q[1]
+        vll.queued_max = _mx(vll.queued_max, q[2])
+        vll.token_usage_max = _mx(vll.token_usage_max, usage)
+        vll.prompt_max = _mx(vll.prompt_max, prompt)
+        if preempt:  # as vllm_log._stats: the field's maximum, and N events per line (counted only)
+            vll.extra("Preemptions", preempt[0])
+            if preempt[1]:
+                p.events.counts["preempt"] += preempt[1]
+        if v0:
+            vll.extra("Swapped", v0[0])
+            vll.extra("CPU KV cache usage", v0[1])
+    gen = f["vl_gen"]
+    if gen:
+        vll.gen_max = _mx(vll.gen_max, max(gen))
+        vll.gen_sum = reduce(add, gen, vll.gen_sum)
+        vll.gen_n += len(gen)
+        for e in f["engines"]:
+            if len(p.engines) < 256:
+                p.engines.add(e)
+        _ranks(vll, f["eng_ranks"])
 
 
 _ROWS_OF = attrgetter("rows")
@@ -502,13 +588,24 @@ class _Shapes:
         return shape
 
     def block(self, data: bytes) -> bool:
-        st = self.state
-        if b"\r" in data:
+        plan = self.plan(data, self.preempts_counted_only())
+        if plan is None:
             return False
+        if plan.ordered:
+            self.around(data, plan.lines, plan.ordered)
+            return True
+        return self.apply(plan, lambda: plan.lines)
+
+    def plan(self, data: bytes, counted_only: bool) -> "_Plan | None":
+        """What the block adds, read without the parsers' state (the worker process reads
+        its blocks with this alone); None if the shape path does not take the block.
+        `counted_only`: whether the vLLM parser only counts preempt events by now."""
+        if b"\r" in data:
+            return None
         lines = data.split(b"\n")
         lines.pop()
         if len(data) >= MAX_LINE_CHARS and max(map(len, lines)) >= MAX_LINE_CHARS:
-            return False
+            return None
         shapes_of = data.translate(_ZERO).split(b"\n")
         shapes_of.pop()
         shapes = list(map(self.known.get, shapes_of))
@@ -520,21 +617,20 @@ class _Shapes:
                 break
             shape = self.known.get(shapes_of[i]) or self.classify(lines[i])  # (seen earlier in this block)
             if shape is None:
-                return False
-            if shape.preempt and not self.preempts_counted_only():
+                return None
+            if shape.preempt and not counted_only:
                 ordered.append(i)  # its preempt events are still kept in full: the parser reads it
                 shapes[i] = self.other
                 continue
             if shape is self.other:
                 if _ACCESS_TAIL.search(lines[i] + b"\n"):
-                    return False  # it would hide an access line of a shape read as good
+                    return None  # it would hide an access line of a shape read as good
                 (ordered if _ORDERED.search(lines[i]) else others).append(i)
             elif len(self.known) < MAX_SHAPES:
                 self.known[shapes_of[i]] = shape
             shapes[i] = shape
         if ordered:
-            self.around(data, lines, ordered)
-            return True
+            return _Plan(len(lines), lines, ordered)
         for shape in self.layouts.values():
             shape.rows.clear()
         for rows in (*self.engine_rows.values(), *self.engine_lines.values()):
@@ -544,32 +640,44 @@ class _Shapes:
         self.other.rows.clear()
         self.other.engine_lines.clear()
         used = [s for s in self.layouts.values() if s.rows]
-        folds = self.gather(used)
-        if folds is None:
-            return False
-        # nothing has changed so far; from here the block is read
-        n_sg = sum(len(s.rows) for s in used if s.kind[:2] == "sg")
-        n_vl = sum(len(s.rows) for s in used if s.kind[0] == "v")
-        n_access = sum(len(s.rows) for s in used if s.kind == "access")
+        fold = self.gather(used)
+        if fold is None:
+            return None
+        deque(map(list.append, map(_ENGINE_ROWS_OF, shapes), range(len(lines))), 0)
+        self.other.engine_rows.clear()
+        plan = _Plan(len(lines), lines, [], {i: lines[i] for i in others}, list(self.engine_rows["sg"]),
+                     list(self.engine_rows["vl"]), sum(len(s.rows) for s in used if s.kind == "access"),
+                     any(s.preempt for s in used), fold)
+        return plan
+
+    def apply(self, plan: "_Plan", lines_of: Callable[[], list[bytes]]) -> bool:
+        """A planned block into the parsers' state, in file order; False (nothing changed)
+        if a cap is reached inside it. `lines_of()` gives the block's lines (for kept rows)."""
+        from ingest.serverlog import MAX_RANKS
+
+        st, f = self.state, plan.fold
+        if (len(st.sgl.stats.ranks | set(f["ranks"])) > MAX_RANKS > len(st.sgl.stats.ranks)
+            or len(st.vll.stats.ranks | set(f["eng_ranks"])) > MAX_RANKS > len(st.vll.stats.ranks)
+                or len(st.vll.engines | set(f["engines"])) > 256 > len(st.vll.engines)):
+            return False  # a cap reached inside the block: which ones are kept depends on the order
+        n_sg, n_vl = len(plan.sg_rows), len(plan.vl_rows)
         kept, seen = {}, {st.sgl: st.sgl.sampler.seen + n_sg, st.vll: st.vll.sampler.seen + n_vl}
         if any(-p.sampler.seen % p.sampler.stride < n for p, n in ((st.sgl, n_sg), (st.vll, n_vl))):
-            deque(map(list.append, map(_ENGINE_ROWS_OF, shapes), range(len(lines))), 0)
-            kept = {**self.kept(st.sgl, self.engine_rows["sg"]), **self.kept(st.vll, self.engine_rows["vl"])}
+            kept = {**self.kept(st.sgl, plan.sg_rows), **self.kept(st.vll, plan.vl_rows)}
+        lines = lines_of() if kept else None
         base = st.lineno
-        for i in sorted([*others, *kept]):
+        for i in sorted([*plan.others, *kept]):
             if i in kept:
                 self.feed_kept(kept[i][0], kept[i][1], base + i + 1, lines[i].decode("ascii"))
             else:
-                st.route(base + i + 1, lines[i].decode("utf-8", "replace"))
+                st.route(base + i + 1, plan.others[i].decode("utf-8", "replace"))
         for p, n in seen.items():
             p.sampler.seen = n  # every row of the block counted, kept or not
-        st.fast_lines += n_sg + n_vl + n_access - len(kept)
-        st.lineno = base + len(lines)
-        folds()
-        vl_rows = self.engine_rows["vl"]
-        if n_vl and not (kept and vl_rows and vl_rows[-1] in kept):
+        st.fast_lines += n_sg + n_vl + plan.n_access - len(kept)
+        st.lineno = base + plan.n
+        _fold(st, f)
+        if n_vl and not (kept and plan.vl_rows[-1] in kept):
             st.vll.last = None  # the last stats line was not kept: what later lines add to it is not seen
-        self.other.engine_rows.clear()
         return True
 
     def around(self, data: bytes, lines: list[bytes], ordered: list[int]) -> None:
@@ -618,6 +726,8 @@ class _Shapes:
         p.sampler.seen = seen
         real, counts = p.stats, (getattr(p, "new_tokens", 0), getattr(p, "cached_tokens", 0))
         events = p.events.counts  # a V1 row's preemptions are folded too (only counted by now)
+        from ingest.serverlog import SampleStats
+
         p.stats, p.events.counts = SampleStats(), dict(events)  # thrown away: what the parser adds is already folded
         try:
             # a fast row holds a stats marker, so `route` gives it to the two log parsers only;
@@ -629,11 +739,9 @@ class _Shapes:
             if hasattr(p, "new_tokens"):  # sglang's prefill token sums are the parser's own: folded too
                 p.new_tokens, p.cached_tokens = counts
 
-    def gather(self, used: list) -> Callable[[], None] | None:
-        """What the block adds to the aggregates, as a function that adds it; None if the
-        block's order-dependent fields cannot be read in file order here."""
-        st = self.state
-        sgl, vll = st.sgl.stats, st.vll.stats
+    def gather(self, used: list) -> dict | None:
+        """What the block adds to the aggregates, as plain figures in the order `_fold` adds
+        them; None if the block's order-dependent fields cannot be read in file order here."""
         dec = [s for s in used if s.kind == "sgd"]
         pre = [s for s in used if s.kind == "sgp"]
         vls = [s for s in used if s.kind in ("v1", "v0")]
@@ -664,85 +772,37 @@ class _Shapes:
         for s in vls:
             if "v1_eng" in s.fields:
                 engines.update(e.decode() for e in set(s.col(toks[s], "v1_eng")))
-        eng_ranks = {f"Engine {e}" for e in engines}
-        if (len(sgl.ranks | ranks) > MAX_RANKS > len(sgl.ranks)
-            or len(vll.ranks | eng_ranks) > MAX_RANKS > len(vll.ranks)
-                or len(st.vll.engines | engines) > 256 > len(st.vll.engines)):
-            return None  # a cap reached inside the block: which ones are kept depends on the order
-
-        def fold() -> None:
-            p = st.sgl
-            if dec:
-                run_by = [list(map(int, s.col(toks[s], "d_run"))) for s in dec]
-                run = [v for r in run_by for v in r]
-                sgl.n["decode"] += len(run)
-                _add_running(sgl, run)
-                q = [int(v) for s in dec if "d_q" in s.fields for v in s.col(toks[s], "d_q")]
-                if q:
-                    sgl.queue_known += len(q)
-                    sgl.queue_nonzero += len(q) - q.count(0)
-                    sgl.queued_max = _mx(sgl.queued_max, max(q))
-                for s, r in zip(dec, run_by, strict=True):
-                    sgl.token_usage_max = _mx(sgl.token_usage_max, self.usage(s, toks[s], "d"))
-                    if s.graph_false:
-                        sgl.graph_false += len(r)
-                        sgl.graph_false_running_max = _mx(sgl.graph_false_running_max, max(r))
-                if sg_acc:
-                    sgl.accept_sum = reduce(add, sg_acc, sgl.accept_sum)
-                    sgl.accept_n += len(sg_acc)
-                    sgl.accept_max = _mx(sgl.accept_max, max(sg_acc))
-                sgl.gen_max = _mx(sgl.gen_max, max(sg_gen))
-                sgl.gen_sum = reduce(add, sg_gen, sgl.gen_sum)
-                sgl.gen_n += len(sg_gen)
-            for s in pre:
-                sgl.n["prefill"] += len(s.rows)
-                sgl.token_usage_max = _mx(sgl.token_usage_max, self.usage(s, toks[s], "p"))
-                if "p_in" in s.fields:
-                    sgl.prompt_max = _mx(sgl.prompt_max, max(map(float, s.col(toks[s], "p_in"))))
-                p.new_tokens += sum(map(int, s.col(toks[s], "p_new")))
-                p.cached_tokens += sum(map(int, s.col(toks[s], "p_cached")))
-            if dec or pre:
-                p.recognised = True
-                for s in dec + pre:
-                    for name, key in EXTRA.items():
-                        if name in s.fields:
-                            sgl.extra(key, max(map(float, s.col(toks[s], name))))
-                _ranks(sgl, sorted(ranks))
-            p = st.vll
-            for s in vls:
-                v1 = s.kind == "v1"
-                t = toks[s]
-                prompt_f, run_f, wait_f, use_f = (("v1_" if v1 else "v0_") + k for k in
-                                                  ("prompt", "run", "wait" if v1 else "pend", "use"))
-                run = list(map(int, s.col(t, run_f)))
-                n = len(run)
-                p.recognised = True
-                vll.n["stats"] += n
-                _add_running(vll, run)
-                q = list(map(int, s.col(t, wait_f)))
-                vll.queue_known += n
-                vll.queue_nonzero += n - q.count(0)
-                vll.queued_max = _mx(vll.queued_max, max(q))
-                vll.token_usage_max = _mx(vll.token_usage_max, round(max(map(float, s.col(t, use_f))) / 100, 6))
-                vll.prompt_max = _mx(vll.prompt_max, max(map(float, s.col(t, prompt_f))))
-                if s.preempt:  # as vllm_log._stats: the field's maximum, and N events per line (counted only)
-                    preempted = list(map(int, s.col(t, "v1_pre")))
-                    vll.extra("Preemptions", float(max(preempted)))
-                    if sum(preempted):
-                        p.events.counts["preempt"] += sum(preempted)
-                if not v1:
-                    vll.extra("Swapped", float(max(map(int, s.col(t, "v0_swap")))))
-                    vll.extra("CPU KV cache usage", max(map(float, s.col(t, "v0_cpu"))) / 100)
-            if vl_gen:
-                vll.gen_max = _mx(vll.gen_max, max(vl_gen))
-                vll.gen_sum = reduce(add, vl_gen, vll.gen_sum)
-                vll.gen_n += len(vl_gen)
-                for e in sorted(engines):
-                    if len(p.engines) < 256:
-                        p.engines.add(e)
-                _ranks(vll, sorted(eng_ranks))
-
-        return fold
+        f = {"ranks": sorted(ranks), "engines": sorted(engines), "eng_ranks": sorted(f"Engine {e}" for e in engines),
+             "sg": bool(dec or pre), "dec": None, "pre": [], "vl": [], "sg_gen": sg_gen, "sg_acc": sg_acc,
+             "vl_gen": vl_gen}
+        if dec:
+            run_by = [list(map(int, s.col(toks[s], "d_run"))) for s in dec]
+            run = [v for r in run_by for v in r]
+            q = [int(v) for s in dec if "d_q" in s.fields for v in s.col(toks[s], "d_q")]
+            f["dec"] = ((len(run), sum(run), max(run)), (len(q), len(q) - q.count(0), max(q)) if q else None,
+                        [(self.usage(s, toks[s], "d"), (len(r), max(r)) if s.graph_false else None)
+                         for s, r in zip(dec, run_by, strict=True)])
+        for s in pre:
+            f["pre"].append((len(s.rows), self.usage(s, toks[s], "p"),
+                             max(map(float, s.col(toks[s], "p_in"))) if "p_in" in s.fields else None,
+                             sum(map(int, s.col(toks[s], "p_new"))), sum(map(int, s.col(toks[s], "p_cached")))))
+        f["extra"] = [(key, max(map(float, s.col(toks[s], name))))
+                      for s in dec + pre for name, key in EXTRA.items() if name in s.fields]
+        for s in vls:
+            v1 = s.kind == "v1"
+            t = toks[s]
+            prompt_f, run_f, wait_f, use_f = (("v1_" if v1 else "v0_") + k for k in
+                                              ("prompt", "run", "wait" if v1 else "pend", "use"))
+            run = list(map(int, s.col(t, run_f)))
+            q = list(map(int, s.col(t, wait_f)))
+            pre_n = list(map(int, s.col(t, "v1_pre"))) if s.preempt else None
+            f["vl"].append((
+                (len(run), sum(run), max(run)), (len(q), len(q) - q.count(0), max(q)),
+                round(max(map(float, s.col(t, use_f))) / 100, 6), max(map(float, s.col(t, prompt_f))),
+                (float(max(pre_n)), sum(pre_n)) if s.preempt else None,
+                None if v1 else (float(max(map(int, s.col(t, "v0_swap")))),
+                                 max(map(float, s.col(t, "v0_cpu"))) / 100)))
+        return f
 
     @staticmethod
     def usage(s: _Shape, toks: list, which: str) -> float:
