@@ -20,10 +20,16 @@ line holding \\r, or cut for length, is handed to the text reader's own code."""
 from __future__ import annotations
 
 import io
+import os
+import pickle
 import re
+import stat
+import subprocess
+import sys
+import tempfile
 from collections import deque
 from dataclasses import dataclass, field
-from functools import reduce
+from functools import partial, reduce
 from itertools import compress
 from operator import add, attrgetter
 from typing import Callable, Iterable
@@ -125,16 +131,37 @@ SG, VL, OTHER = COL["sg"], COL["vl"], COL["other"]
 _SG_EXTRA = [(COL[g], k) for g, k in EXTRA.items()]
 
 
+# Past this many bytes a second process reads the file's tail (the machine's second core): smaller
+# inputs are read here alone, where the worker's start-up (~50 ms) and the replay would not pay.
+PARALLEL_MIN = 64 * 2**20
+# the share of the file read here; the worker plans the rest, which this process then applies in
+# file order (the replay costs a few percent of reading), so the worker gets the larger part
+SPLIT = 0.45
+
+
 def scan(fh, parsers: list, logs: list, route: Callable[[int, str], None],
-         on_bytes: Callable[[int], None] | None = None) -> None:
-    """Every line of the binary file `fh` into the parsers, as `route(lineno, line)` would
-    feed them one by one. `logs` holds the sglang and vLLM log parsers (in `parsers`)."""
+         on_bytes: Callable[[int], None] | None = None, parallel_min: int | None = None) -> None:
+    """Every line of the binary file `fh` (read from its start) into the parsers, as
+    `route(lineno, line)` would feed them one by one. `logs` holds the sglang and vLLM log
+    parsers (in `parsers`). A regular file over `parallel_min` bytes (PARALLEL_MIN) is read
+    by two processes (_parallel)."""
     sgl = next(p for p in logs if p.kind == "sglang-log")
     vll = next(p for p in logs if p.kind == "vllm-log")
     state = _State(sgl, vll, route)
+    mid = _split_point(fh, PARALLEL_MIN if parallel_min is None else parallel_min)
+    if mid is None:
+        _read(fh, state, on_bytes)
+    else:
+        _parallel(fh, state, on_bytes, mid)
+    for p in logs:
+        p.lines += state.fast_lines
+
+
+def _read(fh, state: "_State", on_bytes, end: int | None = None) -> None:
+    """The file from its position up to byte `end` (a line start) or its end, block by block."""
     carry, skipping = b"", False
     while True:
-        chunk = fh.read(CHUNK)
+        chunk = fh.read(CHUNK if end is None else min(CHUNK, end - fh.tell()))
         if on_bytes:
             on_bytes(len(chunk))
         if not chunk:
@@ -154,8 +181,128 @@ def scan(fh, parsers: list, logs: list, route: Callable[[int, str], None],
             carry, skipping = state.overlong(carry)
     if carry:
         state.block(carry + b"\n")  # the last line without its line end
-    for p in logs:
-        p.lines += state.fast_lines
+
+
+# ---------------------------------------------------------------- two processes
+#
+# This process reads the file up to a line start `mid`; meanwhile a worker (a lean process:
+# re and this module, no parsers) plans every block from `mid` on (_Shapes.plan: the figures to
+# fold, the other lines, each engine's row indices) and writes the plans to a temporary file.
+# Then this process applies them in file order with its own state: which rows the sampler
+# keeps, the float sums (added value by value, as the line reader adds them), the caps and
+# vLLM's preempt events all come from that state, so the result is the serial reader's. A
+# block the worker could not plan, or whose plan this state declines, is read here as before.
+
+
+def _split_point(fh, parallel_min: int) -> int | None:
+    """The line start after SPLIT of a regular file over `parallel_min` bytes; None: read serially."""
+    try:
+        info = os.fstat(fh.fileno())
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        return None
+    if not stat.S_ISREG(info.st_mode) or info.st_size <= parallel_min or fh.tell() != 0:
+        return None
+    pos = int(info.st_size * SPLIT)
+    for _ in range(64):  # a line end within 32 MiB of the split, or no split
+        data = os.pread(fh.fileno(), CHUNK, pos)
+        nl = data.find(b"\n")
+        if nl >= 0:
+            mid = pos + nl + 1
+            return mid if 0 < mid < info.st_size else None
+        if not data:
+            return None
+        pos += len(data)
+    return None
+
+
+_WORKER = "import sys; from ingest.logscan import work; sys.exit(work(*sys.argv[1:]))"
+
+
+def _parallel(fh, state: "_State", on_bytes, mid: int) -> None:
+    fd = fh.fileno()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    with tempfile.TemporaryDirectory(prefix="kb-logscan-") as tmp:
+        plans = os.path.join(tmp, "plans")
+        # -S: no site packages (the worker needs none): a smaller process
+        proc = subprocess.Popen([sys.executable, "-S", "-c", _WORKER, str(fd), str(mid), plans],
+                                pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL)
+        try:
+            _read(fh, state, on_bytes, mid)
+            done = proc.wait() == 0
+        finally:
+            if proc.poll() is None:  # this process failed or was interrupted: the worker stops too
+                proc.kill()
+                proc.wait()
+        at = _replay(fd, state, on_bytes, plans, mid) if done else mid
+    if at is not None:  # what the worker left (or all of it, if it failed): read here
+        fh.seek(at)
+        _read(fh, state, on_bytes)
+
+
+def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int) -> int | None:
+    """The worker's plans applied in file order; where the file is left to read here, or None."""
+    shapes = state.fast
+    with open(plans, "rb") as fh:
+        while True:
+            try:
+                rec = pickle.load(fh)
+            except EOFError:
+                return at  # (the worker wrote no end: the rest is read here)
+            if rec[0] == "end":
+                return None
+            if rec[0] == "rest":
+                return rec[1]
+            _, off, size, plan = rec
+            if (plan is None or (plan.preempt and not shapes.preempts_counted_only())
+                    or not shapes.apply(plan, partial(_lines, fd, off, size))):
+                state.block(os.pread(fd, size, off))  # planned with what this state does not hold: read here
+            at = off + size
+            if on_bytes:
+                on_bytes(size)
+
+
+def _lines(fd: int, off: int, size: int) -> list[bytes]:
+    lines = os.pread(fd, size, off).split(b"\n")
+    lines.pop()
+    return lines
+
+
+def work(fd: str, start: str, plans: str) -> int:
+    """The worker process's entry: plan the blocks of the open file `fd` from byte `start`
+    into the file `plans`; it stops if its parent has gone."""
+    try:
+        _plan_blocks(int(fd), int(start), plans)
+    except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: the parent stops it too
+        return 130
+    return 0
+
+
+def _plan_blocks(fd: int, at: int, plans: str) -> None:
+    shapes, parent = _Shapes(None), os.getppid()
+    carry, read = b"", at
+    with open(plans, "wb") as out:
+        while True:
+            if os.getppid() != parent:
+                return
+            chunk = os.pread(fd, CHUNK, read)
+            if not chunk:
+                break
+            read += len(chunk)
+            buf = carry + chunk if carry else chunk
+            cut = buf.rfind(b"\n") + 1
+            carry = buf[cut:]
+            if cut:
+                plan = shapes.plan(buf[:cut], counted_only=True)
+                if plan is not None and plan.ordered:
+                    plan = None  # lines that need the fold before them first: read by the parent
+                if plan is not None:
+                    plan.lines = None  # the parent reads a kept row's line from the file
+                pickle.dump(("block", at, cut, plan), out, pickle.HIGHEST_PROTOCOL)
+                at += cut
+            if len(carry) > OVERLONG:
+                break  # a line cut for length: the rest is read by the parent, as before
+        pickle.dump(("rest", at) if carry else ("end",), out)
 
 
 def _skip_rest(chunk: bytes, state: "_State") -> tuple[bytes, bool]:

@@ -271,3 +271,154 @@ def test_v1_preemption_lines_fold_once_their_events_are_only_counted(tmp_path, m
         float(ln.split(b"Preemptions: ")[1].split(b",")[0]) for ln in out if b"Preemptions: " in ln)
     with_field = sum(b"Preemptions: " in ln for ln in out)
     assert sum(b"Preemptions: " in d for d in read) < with_field / 20  # the rest folded, not read line by line
+
+
+# ---------------------------------------------------------------- two processes (logscan._parallel)
+# Forced on small inputs (PARALLEL_MIN 0): this process reads up to a line start near SPLIT of
+# the file, a worker plans the blocks after it, this process applies the plans in file order.
+
+def _parallel(monkeypatch) -> dict:
+    """Every read from here on by two processes; counts of the worker's plans applied here."""
+    monkeypatch.setattr(logscan, "PARALLEL_MIN", 0)
+    seen = {"replays": 0, "applied": 0, "workers": []}
+    real_apply, real_replay, real_popen = logscan._Shapes.apply, logscan._replay, logscan.subprocess.Popen
+
+    def apply(self, plan, lines_of):
+        ok = real_apply(self, plan, lines_of)
+        seen["applied"] += ok and isinstance(lines_of, logscan.partial)  # a plan from the worker
+        return ok
+
+    def replay(*a):
+        seen["replays"] += 1
+        return real_replay(*a)
+
+    def popen(*a, **k):
+        seen["workers"].append(real_popen(*a, **k))
+        return seen["workers"][-1]
+
+    monkeypatch.setattr(logscan._Shapes, "apply", apply)
+    monkeypatch.setattr(logscan, "_replay", replay)
+    monkeypatch.setattr(logscan.subprocess, "Popen", popen)
+    return seen
+
+
+def test_parallel_every_sample_log_reads_the_same(monkeypatch):
+    seen = _parallel(monkeypatch)
+    split = 0
+    for path in LOGS:
+        assert_same(path)
+        with open(path, "rb") as fh:
+            split += logscan._split_point(fh, 0) is not None  # (not: no line end after SPLIT of it)
+    assert seen["replays"] == split > 30  # every worker ended well and its plans were applied
+    assert all(w.returncode == 0 for w in seen["workers"])
+
+
+def test_parallel_mixed_log_reads_the_same_with_samples_kept_on_both_sides(mixed, monkeypatch):
+    seen = _parallel(monkeypatch)
+    records, _ = assert_same(mixed)
+    assert seen["applied"] >= 3  # the worker's blocks (3 MB from 45%: ~3 blocks of 512 KiB) were its plans
+    with open(mixed, "rb") as fh:
+        mid = logscan._split_point(fh, 0)
+    mid_line = mixed.read_bytes()[:mid].count(b"\n")
+    for t in (r for r in records if r.get("engine") in ("sglang", "vllm")):
+        lines = [s["line"] for s in t["samples"]]
+        assert min(lines) <= mid_line < max(lines)  # kept samples from both processes' parts
+
+
+@pytest.mark.parametrize("name", sorted(LINE_ENDS))
+def test_parallel_awkward_line_ends_read_the_same(tmp_path, monkeypatch, name):
+    seen = _parallel(monkeypatch)
+    unit = log_parse.mixed_unit(lines=6000, seed=3)
+    p = tmp_path / "log"
+    p.write_bytes(LINE_ENDS[name](unit * 2))
+    assert_same(p)
+    assert seen["replays"] == 1
+
+
+@pytest.mark.parametrize("cr", [False, True])
+def test_parallel_overlong_lines_read_the_same(tmp_path, monkeypatch, cr):
+    _parallel(monkeypatch)
+    unit = log_parse.mixed_unit(lines=3000, seed=5)
+    long = b"Decode batch, x: 1, " * (5 * 2**20 // 20)
+    if cr:
+        long = long[: 3 * 2**20] + b"\r" + long
+    p = tmp_path / "log"
+    p.write_bytes(unit + long + b"\n" + unit + long + b"\r\n" + unit + long)
+    assert_same(p)
+
+
+def test_parallel_shuffled_ranks_caps_and_preemptions_read_the_same(tmp_path, monkeypatch):
+    """Blocks whose plans this process must decline: ranks past the cap, V1 Preemptions
+    lines while preempt events are still kept in full; and shuffled mixed lines."""
+    seen = _parallel(monkeypatch)
+    lines = log_parse.mixed_unit(lines=20_000, seed=7).splitlines(keepends=True)
+    random.Random(1).shuffle(lines)
+    ranks = [f"[2025-11-18 22:46:09 TP{i}] Decode batch, #running-req: 1, #token: 5, token usage: 0.01, "
+             f"gen throughput (token/s): 1.{i % 10}, #queue-req: 0\n".encode() for i in range(600)]
+    v1 = [ln for ln in (SAMPLES / "vllm_logs" / "src-vllm-0.33.0_v1_glm-4.5-air-fp8_tp2_ep.log").read_bytes()
+          .splitlines(keepends=True) if b"Preemptions: " in ln]
+    for i, data in enumerate([b"".join(lines) * 3, b"".join(lines) + b"".join(ranks) * 2,
+                              b"".join(lines) + b"".join(v1) * 20 + b"".join(lines)]):
+        p = tmp_path / f"{i}.log"
+        p.write_bytes(data)
+        assert_same(p)
+    assert seen["replays"] == 3 and seen["applied"] > 0
+
+
+def test_parallel_damaged_logs_read_the_same(tmp_path, monkeypatch):
+    from ingest.serverlog import LineSampler
+
+    _parallel(monkeypatch)
+    monkeypatch.setattr(LineSampler.__init__, "__defaults__", (100,))
+    rnd = random.Random(61)
+    for i, path in enumerate(LOGS):
+        data = fuzz.mutate_bytes(path.read_bytes(), rnd)
+        p = tmp_path / f"{i}.log"
+        p.write_bytes(data * max(1, 400 // max(1, data.count(b"\n"))) + log_parse.mixed_unit(lines=1000, seed=i))
+        assert_same(p)
+
+
+@settings(max_examples=40, deadline=None, database=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(fuzz.file_bytes())
+def test_parallel_fuzz_corpus_reads_the_same(data):
+    d = fuzz._tmpdir()
+    p = d / "parallel.log"
+    p.write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(logscan, "PARALLEL_MIN", 0)
+        new = dump(run._read_lines(p))
+    assert new == dump(read_lines_reference(p))
+
+
+def test_parallel_worker_that_fails_leaves_its_part_to_this_process(mixed, monkeypatch):
+    seen = _parallel(monkeypatch)
+    monkeypatch.setattr(logscan, "_WORKER", "import sys; sys.exit(3)")
+    assert_same(mixed)
+    assert seen["workers"][0].returncode == 3 and seen["replays"] == 0
+
+
+def test_parallel_worker_stops_when_this_process_fails(mixed, monkeypatch, tmp_path):
+    seen = _parallel(monkeypatch)
+    made = []
+    real_tmp = logscan.tempfile.TemporaryDirectory
+    monkeypatch.setattr(logscan.tempfile, "TemporaryDirectory", lambda **k: made.append(real_tmp(**k)) or made[-1])
+    real = run._line_parsers
+
+    def failing(path):
+        parsers = real(path)
+        for p in parsers:
+            if p.kind == "sglang-log":
+                def feed(n, line, orig=p.feed):
+                    if n > 5000:
+                        raise KeyboardInterrupt  # as Ctrl-C in the middle of this process's part
+                    orig(n, line)
+                p.feed = feed
+        return parsers
+
+    monkeypatch.setattr(run, "_line_parsers", failing)
+    with pytest.raises(KeyboardInterrupt):
+        run._read_lines(mixed)
+    (worker,) = seen["workers"]
+    assert worker.returncode is not None  # ended and reaped: no orphan
+    assert made and not Path(made[0].name).exists()  # its plans removed
