@@ -363,7 +363,12 @@ class FlagListLines:
 def _flag_run(line: str) -> bool:
     """A line of two or more server flags and nothing else: every word is a `--flag`
     (`--flag=value` too) or the value right after one."""
-    words = shell_words(line.strip())
+    text = line.strip()
+    # the first word starts with "--" only if the text starts with "-", a quote or a backslash:
+    # any other line is not split (shlex costs ~0.1 ms a line: most of a long log's other lines)
+    if not text or text[0] not in "-\"'\\":
+        return False
+    words = shell_words(text)
     if len(words) < 2 or not words[0].startswith("--"):
         return False
     flags, after_flag = 0, False

@@ -27,12 +27,11 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections import deque
-from dataclasses import dataclass, field
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
 from functools import partial, reduce
 from itertools import compress
 from operator import add, attrgetter
-from typing import Callable, Iterable
 
 from kb.textfile import MAX_LINE_CHARS, lines
 
@@ -135,8 +134,10 @@ _SG_EXTRA = [(COL[g], k) for g, k in EXTRA.items()]
 # inputs are read here alone, where the worker's start-up (~50 ms) and the replay would not pay.
 PARALLEL_MIN = 64 * 2**20
 # the share of the file read here; the worker plans the rest, which this process then applies in
-# file order (the replay costs a few percent of reading), so the worker gets the larger part
-SPLIT = 0.45
+# file order. Planning costs ~0.7 of reading a block here, applying a plan ~0.17 (the kept rows
+# and other lines go through the parsers here): 0.37 gives both processes about the same CPU
+# (measured on benchmarks/log_parse.py's 1 GiB mixed log)
+SPLIT = 0.37
 
 
 def scan(fh, parsers: list, logs: list, route: Callable[[int, str], None],
@@ -536,6 +537,22 @@ def _mx(a, b):
     return b if a is None or b > a else a
 
 
+def _count(col: list[bytes]) -> tuple[int, int, int, int]:
+    """(count, sum, maximum, zeros) of a column of whole numbers: each distinct value is
+    converted once (counts and queue lengths repeat a few values over and over)."""
+    vals = [(int(k), n) for k, n in Counter(col).items()]
+    return len(col), sum(k * n for k, n in vals), max(k for k, _ in vals), sum(n for k, n in vals if k == 0)
+
+
+def _merged(counts: list[tuple]) -> tuple[int, int, int, int]:
+    return sum(c[0] for c in counts), sum(c[1] for c in counts), max(c[2] for c in counts), sum(c[3] for c in counts)
+
+
+def _queue(c: tuple) -> tuple[int, int, int]:
+    """(rows, rows with a queue, longest queue) from _count's figures."""
+    return c[0], c[0] - c[3], c[2]
+
+
 def _ranks(st, ranks: Iterable) -> None:
     from ingest.serverlog import MAX_RANKS
 
@@ -583,22 +600,21 @@ class _Shape:
         return toks[self.fields[name]::self.k]
 
 
-@dataclass
 class _Plan:
     """One block as _Shapes.plan reads it: its line count, its lines (not sent by the worker),
     the lines that need the fast rows before them folded first (then nothing else is set), the
     other lines by index, each engine's row indices, the access rows, whether a row holds
-    vLLM's Preemptions field, and the figures to fold (_Shapes.gather)."""
+    vLLM's Preemptions field, and the figures to fold (_Shapes.gather). (A plain class: the
+    worker process then need not import dataclasses.)"""
 
-    n: int
-    lines: list | None
-    ordered: list
-    others: dict = field(default_factory=dict)
-    sg_rows: list = field(default_factory=list)
-    vl_rows: list = field(default_factory=list)
-    n_access: int = 0
-    preempt: bool = False
-    fold: dict = field(default_factory=dict)
+    __slots__ = ("n", "lines", "ordered", "others", "sg_rows", "vl_rows", "n_access", "preempt", "fold")
+
+    def __init__(self, n: int, lines: list | None, ordered: list, others: dict | None = None,
+                 sg_rows: list | None = None, vl_rows: list | None = None, n_access: int = 0,
+                 preempt: bool = False, fold: dict | None = None):
+        self.n, self.lines, self.ordered, self.others = n, lines, ordered, others or {}
+        self.sg_rows, self.vl_rows, self.n_access = sg_rows or [], vl_rows or [], n_access
+        self.preempt, self.fold = preempt, fold or {}
 
 
 def _fold(st: "_State", f: dict) -> None:
@@ -923,12 +939,11 @@ class _Shapes:
              "sg": bool(dec or pre), "dec": None, "pre": [], "vl": [], "sg_gen": sg_gen, "sg_acc": sg_acc,
              "vl_gen": vl_gen}
         if dec:
-            run_by = [list(map(int, s.col(toks[s], "d_run"))) for s in dec]
-            run = [v for r in run_by for v in r]
-            q = [int(v) for s in dec if "d_q" in s.fields for v in s.col(toks[s], "d_q")]
-            f["dec"] = ((len(run), sum(run), max(run)), (len(q), len(q) - q.count(0), max(q)) if q else None,
-                        [(self.usage(s, toks[s], "d"), (len(r), max(r)) if s.graph_false else None)
-                         for s, r in zip(dec, run_by, strict=True)])
+            runs = [_count(s.col(toks[s], "d_run")) for s in dec]
+            qs = [_count(s.col(toks[s], "d_q")) for s in dec if "d_q" in s.fields]
+            f["dec"] = (_merged(runs)[:3], _queue(_merged(qs)) if qs else None,
+                        [(self.usage(s, toks[s], "d"), (r[0], r[2]) if s.graph_false else None)
+                         for s, r in zip(dec, runs, strict=True)])
         for s in pre:
             f["pre"].append((len(s.rows), self.usage(s, toks[s], "p"),
                              max(map(float, s.col(toks[s], "p_in"))) if "p_in" in s.fields else None,
@@ -940,11 +955,9 @@ class _Shapes:
             t = toks[s]
             prompt_f, run_f, wait_f, use_f = (("v1_" if v1 else "v0_") + k for k in
                                               ("prompt", "run", "wait" if v1 else "pend", "use"))
-            run = list(map(int, s.col(t, run_f)))
-            q = list(map(int, s.col(t, wait_f)))
             pre_n = list(map(int, s.col(t, "v1_pre"))) if s.preempt else None
             f["vl"].append((
-                (len(run), sum(run), max(run)), (len(q), len(q) - q.count(0), max(q)),
+                _count(s.col(t, run_f))[:3], _queue(_count(s.col(t, wait_f))),
                 round(max(map(float, s.col(t, use_f))) / 100, 6), max(map(float, s.col(t, prompt_f))),
                 (float(max(pre_n)), sum(pre_n)) if s.preempt else None,
                 None if v1 else (float(max(map(int, s.col(t, "v0_swap")))),
