@@ -135,9 +135,9 @@ _SG_EXTRA = [(COL[g], k) for g, k in EXTRA.items()]
 PARALLEL_MIN = 64 * 2**20
 # the share of the file read here; the worker plans the rest, which this process then applies in
 # file order. Planning costs ~0.7 of reading a block here, applying a plan ~0.17 (the kept rows
-# and other lines go through the parsers here): 0.37 gives both processes about the same CPU
-# (measured on benchmarks/log_parse.py's 1 GiB mixed log)
-SPLIT = 0.37
+# and other lines go through the parsers here): 0.35 gives both processes about the same CPU
+# (measured on benchmarks/log_parse.py's 1 GiB mixed log: 0.37 left this process ~10% more)
+SPLIT = 0.35
 
 
 def scan(fh, parsers: list, logs: list, route: Callable[[int, str], None],
@@ -263,10 +263,9 @@ def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int) -> int | No
                 on_bytes(size)
 
 
-def _lines(fd: int, off: int, size: int) -> list[bytes]:
-    lines = os.pread(fd, size, off).split(b"\n")
-    lines.pop()
-    return lines
+def _lines(fd: int, off: int, size: int, n: int) -> list[bytes]:
+    """The first n lines of the block at `off` (and the rest of it, unsplit)."""
+    return os.pread(fd, size, off).split(b"\n", n)
 
 
 def work(fd: str, start: str, plans: str) -> int:
@@ -757,7 +756,7 @@ class _Shapes:
         if plan.ordered:
             self.around(data, plan.lines, plan.ordered)
             return True
-        return self.apply(plan, lambda: plan.lines)
+        return self.apply(plan, lambda n: plan.lines)
 
     def plan(self, data: bytes, counted_only: bool) -> "_Plan | None":
         """What the block adds, read without the parsers' state (the worker process reads
@@ -813,9 +812,10 @@ class _Shapes:
                      any(s.preempt for s in used), fold)
         return plan
 
-    def apply(self, plan: "_Plan", lines_of: Callable[[], list[bytes]]) -> bool:
+    def apply(self, plan: "_Plan", lines_of: Callable[[int], list[bytes]]) -> bool:
         """A planned block into the parsers' state, in file order; False (nothing changed)
-        if a cap is reached inside it. `lines_of()` gives the block's lines (for kept rows)."""
+        if a cap is reached inside it. `lines_of(n)` gives (at least) the block's first n lines
+        (for the kept rows)."""
         from ingest.serverlog import MAX_RANKS
 
         st, f = self.state, plan.fold
@@ -827,7 +827,7 @@ class _Shapes:
         kept, seen = {}, {st.sgl: st.sgl.sampler.seen + n_sg, st.vll: st.vll.sampler.seen + n_vl}
         if any(-p.sampler.seen % p.sampler.stride < n for p, n in ((st.sgl, n_sg), (st.vll, n_vl))):
             kept = {**self.kept(st.sgl, plan.sg_rows), **self.kept(st.vll, plan.vl_rows)}
-        lines = lines_of() if kept else None
+        lines = lines_of(max(kept) + 1) if kept else None
         base = st.lineno
         for i in sorted([*plan.others, *kept]):
             if i in kept:
