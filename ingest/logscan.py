@@ -27,6 +27,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from functools import partial, reduce
@@ -189,7 +190,7 @@ def _read(fh, state: "_State", on_bytes, end: int | None = None) -> None:
 # This process reads the file up to a line start `mid`; meanwhile a worker (a lean process:
 # re and this module, no parsers) plans every block from `mid` on (_Shapes.plan: the figures to
 # fold, the other lines, each engine's row indices) and writes the plans to a temporary file.
-# Then this process applies them in file order with its own state: which rows the sampler
+# This process then applies them in file order with its own state, as the worker writes them: which rows the sampler
 # keeps, the float sums (added value by value, as the line reader adds them), the caps and
 # vLLM's preempt events all come from that state, so the result is the serial reader's. A
 # block the worker could not plan, or whose plan this state declines, is read here as before.
@@ -225,42 +226,60 @@ def _parallel(fh, state: "_State", on_bytes, mid: int) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
     with tempfile.TemporaryDirectory(prefix="kb-logscan-") as tmp:
         plans = os.path.join(tmp, "plans")
+        open(plans, "wb").close()  # there before the worker starts: this process may look first
         # -S: no site packages (the worker needs none): a smaller process
         proc = subprocess.Popen([sys.executable, "-S", "-c", _WORKER, str(fd), str(mid), plans],
                                 pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL)
         try:
             _read(fh, state, on_bytes, mid)
-            done = proc.wait() == 0
+            at = _replay(fd, state, on_bytes, plans, mid, proc)
+            proc.wait()  # it has written its last plan, or ended
         finally:
             if proc.poll() is None:  # this process failed or was interrupted: the worker stops too
                 proc.kill()
                 proc.wait()
-        at = _replay(fd, state, on_bytes, plans, mid) if done else mid
     if at is not None:  # what the worker left (or all of it, if it failed): read here
         fh.seek(at)
         _read(fh, state, on_bytes)
 
 
-def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int) -> int | None:
-    """The worker's plans applied in file order; where the file is left to read here, or None."""
+def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int, proc) -> int | None:
+    """The worker's plans applied in file order as it writes them; where the file is left to
+    read here, or None."""
     shapes = state.fast
-    with open(plans, "rb") as fh:
+    for rec in _records(plans, proc):
+        if rec[0] == "end":
+            return None
+        if rec[0] == "rest":
+            return rec[1]
+        _, off, size, plan = rec
+        if (plan is None or (plan.preempt and not shapes.preempts_counted_only())
+                or not shapes.apply(plan, partial(_lines, fd, off, size))):
+            state.block(os.pread(fd, size, off))  # planned with what this state does not hold: read here
+        at = off + size
+        if on_bytes:
+            on_bytes(size)
+    return at  # (the worker ended without its last record: the rest is read here)
+
+
+def _records(plans: str, proc):
+    """The worker's records (8-byte length, then the pickle), each as soon as it is whole;
+    until the worker has ended and nothing whole is left."""
+    with open(plans, "rb", buffering=0) as fh:
+        pos, pfd = 0, fh.fileno()
         while True:
-            try:
-                rec = pickle.load(fh)
-            except EOFError:
-                return at  # (the worker wrote no end: the rest is read here)
-            if rec[0] == "end":
-                return None
-            if rec[0] == "rest":
-                return rec[1]
-            _, off, size, plan = rec
-            if (plan is None or (plan.preempt and not shapes.preempts_counted_only())
-                    or not shapes.apply(plan, partial(_lines, fd, off, size))):
-                state.block(os.pread(fd, size, off))  # planned with what this state does not hold: read here
-            at = off + size
-            if on_bytes:
-                on_bytes(size)
+            ended = proc.poll() is not None  # (looked at first: a record written before the end is read)
+            head = os.pread(pfd, 8, pos)
+            if len(head) == 8:
+                size = int.from_bytes(head, "little")
+                body = os.pread(pfd, size, pos + 8)
+                if len(body) == size:
+                    pos += 8 + size
+                    yield pickle.loads(body)
+                    continue
+            if ended:
+                return
+            time.sleep(0.002)  # the worker is ahead of this process but for the start and the end
 
 
 def _lines(fd: int, off: int, size: int, n: int) -> list[bytes]:
@@ -281,7 +300,8 @@ def work(fd: str, start: str, plans: str) -> int:
 def _plan_blocks(fd: int, at: int, plans: str) -> None:
     shapes, parent = _Shapes(None), os.getppid()
     carry, read = b"", at
-    with open(plans, "wb") as out:
+    out = os.open(plans, os.O_WRONLY)
+    try:
         while True:
             if os.getppid() != parent:
                 return
@@ -298,11 +318,21 @@ def _plan_blocks(fd: int, at: int, plans: str) -> None:
                     plan = None  # lines that need the fold before them first: read by the parent
                 if plan is not None:
                     plan.lines = None  # the parent reads a kept row's line from the file
-                pickle.dump(("block", at, cut, plan), out, pickle.HIGHEST_PROTOCOL)
+                _write(out, ("block", at, cut, plan))
                 at += cut
             if len(carry) > OVERLONG:
                 break  # a line cut for length: the rest is read by the parent, as before
-        pickle.dump(("rest", at) if carry else ("end",), out)
+        _write(out, ("rest", at) if carry else ("end",))
+    finally:
+        os.close(out)
+
+
+def _write(out: int, rec: tuple) -> None:
+    """One record for _records: its length, then its pickle."""
+    data = pickle.dumps(rec, pickle.HIGHEST_PROTOCOL)
+    data = len(data).to_bytes(8, "little") + data
+    while data:
+        data = data[os.write(out, data):]
 
 
 def _skip_rest(chunk: bytes, state: "_State") -> tuple[bytes, bool]:

@@ -395,7 +395,7 @@ def test_parallel_worker_that_fails_leaves_its_part_to_this_process(mixed, monke
     seen = _parallel(monkeypatch)
     monkeypatch.setattr(logscan, "_WORKER", "import sys; sys.exit(3)")
     assert_same(mixed)
-    assert seen["workers"][0].returncode == 3 and seen["replays"] == 0
+    assert seen["workers"][0].returncode == 3 and seen["applied"] == 0
 
 
 def test_parallel_worker_stops_when_this_process_fails(mixed, monkeypatch, tmp_path):
