@@ -134,11 +134,11 @@ _SG_EXTRA = [(COL[g], k) for g, k in EXTRA.items()]
 # Past this many bytes a second process reads the file's tail (the machine's second core): smaller
 # inputs are read here alone, where the worker's start-up (~50 ms) and the replay would not pay.
 PARALLEL_MIN = 64 * 2**20
-# the share of the file read here; the worker plans the rest, which this process then applies in
-# file order. Planning costs ~0.7 of reading a block here, applying a plan ~0.17 (the kept rows
-# and other lines go through the parsers here): 0.35 gives both processes about the same CPU
-# (measured on benchmarks/log_parse.py's 1 GiB mixed log: 0.37 left this process ~10% more)
-SPLIT = 0.35
+# the share of the file read here; the worker plans the rest, which this process applies in file
+# order as the worker writes it. Planning costs ~0.7 of reading a block here, applying a plan ~0.15
+# (kept rows and other lines go through the parsers here): at 0.35 this process still took 6-7%
+# more CPU than the worker on benchmarks/log_parse.py's 1 GiB mixed log (0.37: ~10%)
+SPLIT = 0.33
 
 
 def scan(fh, parsers: list, logs: list, route: Callable[[int, str], None],
