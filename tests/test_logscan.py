@@ -34,12 +34,14 @@ fuzz = sys.modules.get("kb_fuzz") or _module("fuzz")
 
 def dump(result: tuple[list, list[str]]) -> tuple[list, list[str]]:
     """The parsers' records and kinds. The lines kept as text evidence (ingest/textevidence.py,
-    for findings' log conditions) came after the reference reader and are left out here;
-    a prose file's are its only records, so its kind "text" is left out with them."""
-    from kb.evidence import TextLine
+    for findings' log conditions) and the benchmark commands found as text (BenchCommandText,
+    ingest/run.py) came after the reference reader and are left out here; a prose file's are
+    its only records, so its kind "text" is left out with them."""
+    from kb.evidence import BenchCommandText, TextLine
 
     records, kinds = result
-    return [r.model_dump() for r in records if not isinstance(r, TextLine)], [k for k in kinds if k != "text"]
+    return ([r.model_dump() for r in records if not isinstance(r, (TextLine, BenchCommandText))],
+            [k for k in kinds if k != "text"])
 
 
 def assert_same(path: Path) -> tuple[list, list[str]]:
