@@ -8,43 +8,21 @@ re-propose it."""
 from __future__ import annotations
 
 import pytest
-
-from ingest.detect import load_findings
-from ingest.run import read_run
-from kb import index as kbindex
-from kb.diagnose import diagnose
-from kb.search import searcher
-from kb.store import Store
+from thin_evidence import (
+    LAUNCH,
+    LOG,
+    NOTES,
+    assert_in_top_3,
+    diagnose_files as _diagnose,
+    position as _position,
+    shipped_findings,
+)
 
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("kbhome"))
-    store.sync(load_findings)
-    return kbindex.all_records(store.index_dir), searcher(store.index_dir)
+    return shipped_findings(tmp_path_factory)
 
-
-def _diagnose(shipped, tmp_path, files: dict[str, str], gpu: str | None = None, engine: str | None = None):
-    paths = []
-    for name, text in files.items():
-        p = tmp_path / name
-        p.write_text(text)
-        paths.append(p)
-    findings, search = shipped
-    return diagnose(read_run(paths, gpu=gpu, engine=engine), findings, search=search)
-
-
-def _position(dx, finding_id: str) -> int | None:
-    """1-based rank of the recommendation that carries the finding (its own or merged into another)."""
-    for i, r in enumerate(dx.recommendations, 1):
-        if r.rule == f"finding {finding_id}" or any(c.id == finding_id for c in r.findings):
-            return i
-    return None
-
-
-LAUNCH = "launch.txt"
-LOG = "server.log"
-NOTES = "notes.txt"
 
 # (finding id, evidence files, GPUs, engine): what someone would post, written here, nothing more
 CASES = [
@@ -174,11 +152,7 @@ def test_every_engine_runtime_finding_has_a_case(shipped):
 @pytest.mark.parametrize("finding_id,files,gpu,engine", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_thin_evidence_ranks_the_findings_fix_in_the_top_3(shipped, tmp_path, finding_id, files, gpu, engine):
     dx = _diagnose(shipped, tmp_path, files, gpu=gpu, engine=engine)
-    pos = _position(dx, finding_id)
-    top = [(r.fix_class, r.rule) for r in dx.recommendations[:5]]
-    assert pos is not None and pos <= 3, (finding_id, top)
-    rec = dx.recommendations[pos - 1]
-    assert rec.flags or rec.commands or rec.env or rec.title
+    assert_in_top_3(dx, finding_id)
 
 
 # plain launches and unrelated complaints: none of these findings belongs in the top 3

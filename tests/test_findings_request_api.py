@@ -10,49 +10,19 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from ingest.detect import load_findings
-from ingest.run import read_run
-from kb import index as kbindex
-from kb.diagnose import diagnose
-from kb.search import searcher
-from kb.store import Store
+from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, position as _position, shipped_findings
 
 FILE = Path(__file__).resolve().parent.parent / "findings" / "request-api-2026.md"
 
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("kbhome"))
-    store.sync(load_findings)
-    return kbindex.all_records(store.index_dir), searcher(store.index_dir)
-
-
-def _diagnose(shipped, tmp_path, files: dict[str, str], engine: str | None = None):
-    paths = []
-    for name, text in files.items():
-        p = tmp_path / name
-        p.write_text(text)
-        paths.append(p)
-    findings, search = shipped
-    return diagnose(read_run(paths, engine=engine), findings, search=search)
-
-
-def _position(dx, finding_id: str) -> int | None:
-    """1-based rank of the recommendation that carries the finding (its own or merged into another)."""
-    for i, r in enumerate(dx.recommendations, 1):
-        if r.rule == f"finding {finding_id}" or any(c.id == finding_id for c in r.findings):
-            return i
-    return None
+    return shipped_findings(tmp_path_factory)
 
 
 def _ours(dx) -> list[str]:
     return [r.rule for r in dx.recommendations if r.rule.startswith("finding rq-")]
 
-
-NOTES = "notes.txt"
-LOG = "server.log"
-LAUNCH = "launch.txt"
 
 # (finding id, evidence files, engine): what someone would post, in their words or the engine's
 CASES = [

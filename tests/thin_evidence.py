@@ -1,0 +1,51 @@
+"""What the thin-evidence test files share (tests/test_findings_*.py): the shipped findings
+indexed once per module, a run written from a few evidence files and diagnosed as
+`kb diagnose` does, and where a finding lands among the recommendations."""
+
+from __future__ import annotations
+
+from ingest.detect import load_findings
+from ingest.run import read_run
+from kb import index as kbindex
+from kb.diagnose import diagnose
+from kb.search import searcher
+from kb.store import Store
+
+LAUNCH = "launch.txt"
+LOG = "server.log"
+NOTES = "notes.txt"
+
+
+def shipped_findings(tmp_path_factory):
+    """(findings, searcher) of the shipped knowledge, in a throw-away KB home."""
+    store = Store(tmp_path_factory.mktemp("kbhome"))
+    store.sync(load_findings)
+    return kbindex.all_records(store.index_dir), searcher(store.index_dir)
+
+
+def diagnose_files(shipped, tmp_path, files: dict[str, str], gpu: str | None = None, engine: str | None = None):
+    paths = []
+    for name, text in files.items():
+        p = tmp_path / name
+        p.write_text(text)
+        paths.append(p)
+    findings, search = shipped
+    return diagnose(read_run(paths, gpu=gpu, engine=engine), findings, search=search)
+
+
+def position(dx, finding_id: str) -> int | None:
+    """1-based rank of the recommendation that carries the finding (its own or merged into another)."""
+    for i, r in enumerate(dx.recommendations, 1):
+        if r.rule == f"finding {finding_id}" or any(c.id == finding_id for c in r.findings):
+            return i
+    return None
+
+
+def assert_in_top_3(dx, finding_id: str) -> None:
+    """The finding's fix is among the first three recommendations, and that recommendation
+    carries a fix (a flag change, an environment change, a command or its prose)."""
+    pos = position(dx, finding_id)
+    top = [(r.fix_class, r.rule) for r in dx.recommendations[:5]]
+    assert pos is not None and pos <= 3, (finding_id, top)
+    rec = dx.recommendations[pos - 1]
+    assert rec.flags or rec.commands or rec.env or rec.title
