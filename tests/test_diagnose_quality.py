@@ -186,60 +186,41 @@ def test_2026b_set_readme_says_labelled_before_running():
     assert "before kb was first run" in text and "frozen" in text
 
 
-# ---- 2026c set (tests/data/diagnosis_2026c): a third frozen set for issue 13's "measure
-# honestly" step, labelled before kb was run on it. Same rules as 2026b: no thread shared
-# with any earlier set (issues/N and pull/N are one thread) and none cited by a shipped
-# finding. Only its form is checked here; kb is not run on it in tests.
+# ---- 2026c and 2026d sets (tests/data/diagnosis_2026c, diagnosis_2026d): the third and
+# fourth frozen sets for issue 13's "measure honestly" step, each labelled before kb was run
+# on it (2026d was collected in three slices by separate helpers). Same rules as 2026b: no
+# thread shared with any earlier set (issues/N and pull/N are one thread) and none cited by
+# a shipped finding. Only their form is checked here; kb is not run on them in tests.
 
 SET_2026C = DATA / "diagnosis_2026c"
 DIRS_2026C = sorted(p for p in SET_2026C.iterdir() if p.is_dir())
-
-
-def test_2026c_set_has_cases_and_no_reused_source():
-    assert len(DIRS_2026C) >= 12
-    keys = [_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in DIRS_2026C]
-    assert len(set(keys)) == len(keys)  # one case per thread
-    earlier = {_thread_key(json.loads((d / "scenario.json").read_text())["source"])
-               for d in DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B}
-    assert not earlier & set(keys), sorted(earlier & set(keys))
-
-
-def test_2026c_sources_are_not_cited_by_shipped_findings():
-    _assert_not_cited(DIRS_2026C)
-
-
-def test_2026c_readme_counts_match_the_cases():
-    text = (SET_2026C / "README.md").read_text()
-    assert "before kb was first run" in text and "frozen" in text
-    assert f"{len(DIRS_2026C)} public cases" in text  # the README states the true count
-
-
-# ---- 2026d set (tests/data/diagnosis_2026d): a fourth frozen set for issue 13's "measure
-# honestly" step, collected in two halves (vLLM-side and SGLang-side threads) and labelled
-# before kb was run on it. Same rules as 2026b/2026c: no thread shared with any earlier set
-# (issues/N and pull/N are one thread) and none cited by a shipped finding.
-
 SET_2026D = DATA / "diagnosis_2026d"
 DIRS_2026D = sorted(p for p in SET_2026D.iterdir() if p.is_dir())
+# each later set against every set before it
+LATER_SETS = [(SET_2026C, DIRS_2026C, DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B),
+              (SET_2026D, DIRS_2026D, DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B + DIRS_2026C)]
+LATER_IDS = [s.name for s, _, _ in LATER_SETS]
 
 
-def test_2026d_set_has_cases_and_no_reused_source():
-    assert len(DIRS_2026D) >= 12
-    keys = [_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in DIRS_2026D]
+@pytest.mark.parametrize("root,dirs,before", LATER_SETS, ids=LATER_IDS)
+def test_later_set_has_cases_and_no_reused_source(root, dirs, before):
+    assert len(dirs) >= 12
+    keys = [_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in dirs]
     assert len(set(keys)) == len(keys)  # one case per thread
-    earlier = {_thread_key(json.loads((d / "scenario.json").read_text())["source"])
-               for d in DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B + DIRS_2026C}
+    earlier = {_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in before}
     assert not earlier & set(keys), sorted(earlier & set(keys))
 
 
-def test_2026d_sources_are_not_cited_by_shipped_findings():
-    _assert_not_cited(DIRS_2026D)
+@pytest.mark.parametrize("root,dirs,before", LATER_SETS, ids=LATER_IDS)
+def test_later_set_sources_are_not_cited_by_shipped_findings(root, dirs, before):
+    _assert_not_cited(dirs)
 
 
-def test_2026d_readme_counts_match_the_cases():
-    text = (SET_2026D / "README.md").read_text()
+@pytest.mark.parametrize("root,dirs,before", LATER_SETS, ids=LATER_IDS)
+def test_later_set_readme_counts_match_the_cases(root, dirs, before):
+    text = (root / "README.md").read_text()
     assert "before kb was first run" in text and "frozen" in text
-    assert f"{len(DIRS_2026D)} public cases" in text  # the README states the true count
+    assert f"{len(dirs)} public cases" in text  # the README states the true count
 
 
 # ---- development set (tests/data/diagnosis_dev): public cases kb MAY be tuned on (issue 13).
@@ -269,8 +250,7 @@ def test_dev_set_shares_no_thread_with_frozen_or_earlier_sets():
     assert DIRS_DEV
     keys = [_thread_key(json.loads((d / "scenario.json").read_text())["source"]) for d in DIRS_DEV]
     assert len(set(keys)) == len(keys)  # one case per thread
-    frozen = _frozen_dirs() + [p for p in sorted((DATA / "diagnosis_2026d").glob("*")) if p.is_dir()]
-    shared = _source_keys(frozen + DIRS + HELDOUT_DIRS) & set(keys)
+    shared = _source_keys(_frozen_dirs() + DIRS + HELDOUT_DIRS) & set(keys)
     assert not shared, sorted(shared)
 
 
