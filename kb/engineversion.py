@@ -22,7 +22,10 @@ import re
 
 NIGHTLY = "nightly"
 
-_NUM = r"\d+\.\d+(?:\.\d+)?(?:\.?post\d+|rc\d+)?(?:\.dev\d+)?"
+# four numbers for vLLM's patch-of-a-patch releases (0.10.1.1)
+_NUM = r"\d+\.\d+(?:\.\d+){0,2}(?:\.?post\d+|rc\d+)?(?:\.dev\d+)?"
+# the version grammar, public for modules that read versions in their own phrases (KB116)
+VERSION = _NUM
 # vLLM's start-up line, its version as printed (a local build's `+g…` suffix kept);
 # ingest.vllm_log reads the run's version from the same line with this pattern
 VLLM_START_UP = re.compile(r"vLLM API server version (\S+)|Initializing an? (?:V\d )?LLM engine \(v([^)\s]+)\)")
@@ -52,7 +55,7 @@ def _image(repo: str, tag: str) -> tuple[str, str] | None:
     return None
 
 
-def _release(v: str) -> str:
+def release(v: str) -> str:
     """A development wheel (`0.11.1.dev12`, built from main before 0.11.1) as the release it
     leads to: it carries most of that release's fixes."""
     return re.sub(r"\.dev\d+$", "", v)
@@ -78,5 +81,5 @@ def version_in(text: str, engine: str | None = None) -> tuple[str, str] | None:
             found.append((named[0], b.group(1)))
     for eng, v in found:
         if engine is None or eng == engine:
-            return eng, _release(v)
+            return eng, release(v)
     return None

@@ -30,6 +30,7 @@ from kb.rules import (
     running_request_cap,
     scheduler_policy,
     speculative_decoding,
+    version_regression,
 )
 from kb.rules.base import Proposal, Rule, RuleContext
 from kb.signals import DETECTORS, THRESHOLDS as SIGNAL_THRESHOLDS, load_thresholds as _load_table
@@ -64,6 +65,7 @@ RULES: tuple[Rule, ...] = (
     dp_attention_low_load.RULE,
     fp8_checkpoint.RULE,
     benchmark_method.RULE,
+    version_regression.RULE,
 )
 
 ENGINES = ("sglang", "vllm")
