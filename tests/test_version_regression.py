@@ -43,6 +43,7 @@ def test_sglang_regression_pins_with_sglangs_all_extra(tmp_path):
     rec = _kb116(tmp_path, {"notes.txt": "After upgrading sglang from 0.5.2 to 0.5.8 decode got 30% slower.\n"})
     assert rec.commands[0] == 'pip install "sglang[all]==0.5.2"'
     assert rec.title == "Pin sglang 0.5.2 (regression in 0.5.8)"
+    assert any(n.startswith("in docker: lmsysorg/sglang:v0.5.2") for n in rec.notes)
 
 
 def test_only_the_bad_version_pins_the_nearest_catalogued_release_below_it(tmp_path):
@@ -108,6 +109,7 @@ def test_numbers_not_written_as_versions_do_not_fire(tmp_path, prose):
     ("Since 0.11 it is slower on vllm.\n", "0.10.1.1"),  # only the bad version: the nearest catalogued release
     ("vLLM 0.10.1.1 was fine; since 0.11.0 prefill fails with an illegal memory access.\n", "0.10.1.1"),
     ("regression in v0.32.0: vllm serve hangs at start\n", "0.11.0"),
+    ("Throughput regression between vllm 0.10.2 and 0.11.0 for our vision model.\n", "0.10.2"),
 ])
 def test_vllm_regression_phrasings(tmp_path, prose, pin):
     rec = _kb116(tmp_path, {"notes.txt": prose}, engine="vllm")

@@ -3,10 +3,10 @@
 What it flags: the run's own words state that an engine upgrade made things worse:
 a version that worked ("worked on 0.10.2", "0.10.2 was fine", "with 0.10.2 we got
 40 tok/s", "rolling back to 0.10.2 fixes it"), a move to a newer one ("after upgrading
-to 0.11.0", "since 0.11.0", "0.10.2 -> 0.11.0", "moving from 0.10.2 to 0.11.0") and a
-regression word near it (slower, regression, drop, crash, broke, fails, garbage, OOM,
-hangs…). Only versions of the engine the run is about count (a line naming the other
-engine, torch or CUDA is not read for them).
+to 0.11.0", "since 0.11.0", "0.10.2 -> 0.11.0", "moving from 0.10.2 to 0.11.0", "between
+0.10.2 and 0.11.0") and a regression word near it (slower, regression, drop, crash,
+broke, fails, garbage, OOM, hangs…). Only versions of the engine the run is about count
+(a line naming only the other engine is skipped; a version after torch or CUDA is theirs).
 
 Why it matters: a regression between two releases is the engine's bug, not a setting
 to tune: no flag of the new version brings back what the old one did, and the fix is
@@ -58,6 +58,7 @@ _MOVE = [re.compile(p, re.I) for p in (
     rf"(?:from\s+{_AT}\s+)?to\s+{_AT}",
     rf"\bfrom\s+{_AT}\s+to\s+{_AT}",
     rf"{_AT}\s*(?:->|→|=>|-->)\s*{_AT}",
+    rf"\bbetween\s+{_AT}\s+and\s+{_AT}",  # "a regression between vllm 0.19.1 and 0.21.0"
 )]
 _SINCE = [re.compile(p, re.I) for p in (
     rf"\b(?:since|after|starting\s+(?:with|from|in)|as\s+of)\s+{_AT}",
@@ -214,6 +215,11 @@ def check(ctx: RuleContext) -> Proposal | None:
     cmd = _pin(ctx, good)
     after = f"after {bad}" if bad else f"after {good}"
     notes = [f"check the release notes {after} for the fix and upgrade when it ships"]
+    if cmd.startswith("pip "):  # the launch shows no docker run: the image too, for those who run one
+        # sglang tags a release as vX (all GPUs, since 0.5.3: sgl-project/sglang PR #10671) and
+        # vX-cuNNN per CUDA build; keep the suffix of the image in use
+        notes.append(f"in docker: {'vllm/vllm-openai' if ctx.engine == 'vllm' else 'lmsysorg/sglang'}:v{good}"
+                     + (" (or with your image's CUDA suffix, e.g. -cu129)" if ctx.engine == "sglang" else ""))
     if nearest:
         notes.insert(0, f"{good} is the nearest release below {bad} that kb's flag catalogs know; the text names "
                         "no version that worked: an earlier one may be needed")
