@@ -54,9 +54,13 @@ def _score(severity: str, confidence: float, ratio: float | None) -> float:
 def build(rule: Rule, p: Proposal, ctx: RuleContext, findings: list[Finding],
           base: launchcmd.Current) -> Recommendation:
     cited = cite(ctx.ev, rule.fix_class, findings, ctx.engine)
-    covering = next((c for c in cited if c.similarity >= COVERS and c.ratio), None)
+    covering = next((c for c in cited if c.similarity >= COVERS and c.ratio), None) if rule.gain_from_class else None
     if covering:
         expected = f"{covering.gain} in {covering.id} (context {covering.context or 'unstated'})"
+    elif cited and not rule.gain_from_class:
+        expected = None
+        p.notes.append(f"the {rule.fix_class} findings cited are other cases of this class: their gains are not "
+                       "this fix's, so the gain here is unmeasured")
     elif cited:
         expected = None
         p.notes.append(f"no finding covers this context closely (best match {cited[0].id}, similarity "

@@ -114,3 +114,21 @@ def test_numbers_not_written_as_versions_do_not_fire(tmp_path, prose):
 def test_vllm_regression_phrasings(tmp_path, prose, pin):
     rec = _kb116(tmp_path, {"notes.txt": prose}, engine="vllm")
     assert rec is not None and rec.commands[0] == f'pip install "vllm=={pin}"'
+
+
+def test_another_regressions_measured_gain_is_not_this_pins_expected_gain(tmp_path):
+    # every engine-version finding is a different bug: the shipped ones are cited for
+    # reading, but none of their gains is offered as what this pin will bring
+    from ingest.detect import load_findings
+    from kb import index as kbindex
+    from kb.store import Store
+
+    store = Store(tmp_path / "home")
+    store.sync(load_findings)
+    findings = kbindex.all_records(store.index_dir)
+    (tmp_path / "notes.txt").write_text("It worked on vLLM 0.10.2, but since 0.11.0 decode is half as fast.\n")
+    d = diagnose(read_run([tmp_path / "notes.txt"]), findings)
+    rec = next(r for r in d.recommendations if r.rule == "KB116 version-regression")
+    assert rec.findings, "engine-version findings are still cited"
+    assert rec.expected_gain is None and rec.expected_ratio is None
+    assert any("their gains are not this fix's" in n for n in rec.notes)

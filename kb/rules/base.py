@@ -116,6 +116,10 @@ class Rule:
     thresholds: tuple[Threshold, ...] = ()
     example: str = ""  # evidence on which it fires → what it proposes (its fires/ fixture, in words)
     doc: str = ""
+    # whether a finding of the same class with a close context says what this fix gains here;
+    # not for classes whose findings are each a different bug (one regression's gain says
+    # nothing about another's)
+    gain_from_class: bool = True
 
 
 def change(ctx: RuleContext, setting: str, new, why: str) -> FlagChange | None:

@@ -240,4 +240,4 @@ RULE = Rule(id="KB116", name="version-regression", title="An engine upgrade regr
                   "version the run shows; a docker image in the launch command",
             example=('"worked on vLLM 0.10.2, since 0.11.0 decode is half as fast" → pip install "vllm==0.10.2" '
                      "(tests/rules/KB116/fires)"),
-            check=check, doc=__doc__)
+            check=check, doc=__doc__, gain_from_class=False)
