@@ -424,3 +424,18 @@ def test_parallel_worker_stops_when_this_process_fails(mixed, monkeypatch, tmp_p
     (worker,) = seen["workers"]
     assert worker.returncode is not None  # ended and reaped: no orphan
     assert made and not Path(made[0].name).exists()  # its plans removed
+
+
+def test_plan_reader_refuses_any_other_class():
+    # the worker's records are read back with an unpickler that builds only the plan class
+    # and Counter: a record naming anything else (os.system, say) is refused, not run
+    import io
+    import pickle
+    from collections import Counter
+
+    plan = logscan._Plan(3, None, [], fold={"dec": None, "runs": Counter({4: 2})})
+    back = logscan._PlanReader(io.BytesIO(pickle.dumps(("block", 0, 10, plan)))).load()
+    assert back[3].n == 3 and back[3].fold["runs"] == Counter({4: 2})
+    hostile = b"cos\nsystem\n(S'touch /tmp/kb-pwned'\ntR."  # protocol 0: os.system('touch …')
+    with pytest.raises(pickle.UnpicklingError, match="os.system"):
+        logscan._PlanReader(io.BytesIO(hostile)).load()

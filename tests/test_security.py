@@ -70,9 +70,13 @@ def violations(source: str, where: str = "<src>") -> list[str]:
     return out
 
 
-# The one module that starts a process: `kb tune` starts the server from the user's own
-# launch command, as an argv list (no shell), in its own process group.
-STARTS_PROCESSES = {"kb/live/server.py": "imports subprocess"}
+# The modules that start a process: `kb tune` starts the server from the user's own launch
+# command, as an argv list (no shell), in its own process group; the log reader starts one
+# worker on large files (`python -S -c` with a fixed code string and kb's own arguments) and
+# reads its plans back with an unpickler that builds nothing but its plan class and Counter
+# (tests/test_logscan.py::test_plan_reader_refuses_any_other_class).
+STARTS_PROCESSES = {"kb/live/server.py": ("imports subprocess",),
+                    "ingest/logscan.py": ("imports subprocess", "imports pickle")}
 
 
 def _shell_true(source: str, where: str) -> list[str]:
@@ -85,7 +89,8 @@ def test_no_code_path_can_execute_anything():
     """kb and ingest (kb/live included) import no process or code-loading module and call
     no eval/exec/os.system-like function. ast.literal_eval, which only builds literals,
     is the one evaluator; kb/live talks HTTP only, except kb/live/server.py, which starts
-    the user's launch command for `kb tune` (an argv list, never through a shell)."""
+    the user's launch command for `kb tune` (an argv list, never through a shell), and
+    ingest/logscan.py, which starts its own worker (STARTS_PROCESSES)."""
     files = sorted(p for d in ("kb", "ingest") for p in (ROOT / d).rglob("*.py"))
     assert len(files) > 30
     found = []
