@@ -41,7 +41,8 @@ _UPGRADE = re.compile(rf"(?<![\w/-])(?P<eng>vllm|sglang)(?:\s+version)?\s+(?:fro
 _NIGHTLY = re.compile(r"(?<![\w/-])(?P<eng>vllm|sglang)(?:'s)?\s+(?:nightly|main\s+branch|from\s+main)\b"
                       r"|\bnightly\s+(?:build|wheel|image)?\s*(?:of\s+)?(?P<eng2>vllm|sglang)\b", re.I)
 _BARE = re.compile(rf"(?<![\w./-])v({_NUM})(?![\w.])")
-_ENGINE_WORD = {"vllm": re.compile(r"\bvllm\b", re.I), "sglang": re.compile(r"\bsg-?lang\b", re.I)}
+# an engine named in text (kb.rules.version_regression reads the same words)
+ENGINE_WORD = {"vllm": re.compile(r"\bvllm\b", re.I), "sglang": re.compile(r"\bsg-?lang\b", re.I)}
 
 
 def _image(repo: str, tag: str) -> tuple[str, str] | None:
@@ -74,7 +75,7 @@ def version_in(text: str, engine: str | None = None) -> tuple[str, str] | None:
     found += [(m.group("eng").lower(), m.group("v")) for m in _PROSE.finditer(text)]
     for m in _NIGHTLY.finditer(text):
         found.append(((m.group("eng") or m.group("eng2")).lower(), NIGHTLY))
-    named = [e for e, rx in _ENGINE_WORD.items() if rx.search(text)]
+    named = [e for e, rx in ENGINE_WORD.items() if rx.search(text)]
     if not found and len(named) == 1:
         b = _BARE.search(text)
         if b:

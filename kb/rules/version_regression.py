@@ -31,7 +31,7 @@ import re
 
 from kb import flagdata, launchcmd
 from kb.argv import docker_image_at
-from kb.engineversion import VERSION, release, version_in
+from kb.engineversion import ENGINE_WORD, VERSION, release, version_in
 from kb.evidence import TextLine
 from kb.records import Evidence
 from kb.rules.base import Proposal, Rule, RuleContext
@@ -78,7 +78,6 @@ _FIXED = [re.compile(p, re.I) for p in (
     rf"\b(?:upgrad\w*|updat\w*|mov\w*|switch\w*|bump\w*)\s+(?:\w+\s+){{0,2}}?to\s+{_AT}\s*"
     rf"(?:[^.;]{{0,40}})\b(?:fix\w*|resolv\w*|solv\w*|works?\b|worked)",
 )]
-_ENGINE = {"vllm": re.compile(r"\bvllm\b", re.I), "sglang": re.compile(r"\bsg-?lang\b", re.I)}
 
 
 def _key(v: str) -> tuple:
@@ -121,8 +120,8 @@ def statement(lines: list[TextLine], engine: str) -> dict | None:
     where: list[int] = []
     for i, t in enumerate(lines):
         text = t.text
-        named = bool(_ENGINE[engine].search(text))
-        if not named and _ENGINE["sglang" if engine == "vllm" else "vllm"].search(text):
+        named = bool(ENGINE_WORD[engine].search(text))
+        if not named and ENGINE_WORD["sglang" if engine == "vllm" else "vllm"].search(text):
             continue  # a line about the other engine only
         fixed += [v for rx in _FIXED for m in rx.finditer(text) for _, v in _versions(m, text, other)]
         if not _near(lines, i):
@@ -187,7 +186,6 @@ def _pin(ctx: RuleContext, version: str) -> str:
     return f'pip install "sglang[all]=={version}"' if ctx.engine == "sglang" else f'pip install "vllm=={version}"'
 
 
-
 def check(ctx: RuleContext) -> Proposal | None:
     lines = [t for t in ctx.ev.text if t.text]
     st = statement(lines, ctx.engine)
@@ -198,23 +196,21 @@ def check(ctx: RuleContext) -> Proposal | None:
     bad = max(st["bad"], key=_key) if st["bad"] else None
     if bad is None and running and st["good"] and _key(running) > _key(max(st["good"], key=_key)):
         bad = running
-    goods = [g for g in st["good"] if bad is None or _key(g) < _key(bad)]
-    good = max(goods, key=_key) if goods else None
-    nearest = False
     if bad is None:
         return None  # nothing says which newer version regressed
-    if good is None:
+    goods = [g for g in st["good"] if _key(g) < _key(bad)]
+    good, nearest = (max(goods, key=_key), False) if goods else (None, True)
+    if nearest:
         below = [v for v in flagdata.versions(ctx.engine) if _key(v) < _key(bad)]
         if not below:
             return None
-        good, nearest = below[-1], True
-    if any(_key(f) > _key(good) and (bad is None or _key(f) >= _key(bad)) for f in st["fixed"]):
+        good = below[-1]
+    if any(_key(f) > _key(good) and _key(f) >= _key(bad) for f in st["fixed"]):
         return None  # a newer version fixed it: the advice is that version, not a pin
     if running and _key(running) == _key(good):
         return None  # already on the version that worked
     cmd = _pin(ctx, good)
-    after = f"after {bad}" if bad else f"after {good}"
-    notes = [f"check the release notes {after} for the fix and upgrade when it ships"]
+    notes = [f"check the release notes after {bad} for the fix and upgrade when it ships"]
     if cmd.startswith("pip "):  # the launch shows no docker run: the image too, for those who run one
         # sglang tags a release as vX (all GPUs, since 0.5.3: sgl-project/sglang PR #10671) and
         # vX-cuNNN per CUDA build; keep the suffix of the image in use
@@ -223,10 +219,9 @@ def check(ctx: RuleContext) -> Proposal | None:
     if nearest:
         notes.insert(0, f"{good} is the nearest release below {bad} that kb's flag catalogs know; the text names "
                         "no version that worked: an earlier one may be needed")
-    stated = (f"{good} worked" + (f" and {bad} regressed" if bad else " and a newer version regressed")
-              if not nearest else f"{bad} regressed")
+    stated = f"{bad} regressed" if nearest else f"{good} worked and {bad} regressed"
     return Proposal(
-        title=f"Pin {ctx.engine} {good}" + (f" (regression in {bad})" if bad else ""),
+        title=f"Pin {ctx.engine} {good} (regression in {bad})",
         severity="moderate",
         rationale=f"the run's text states a {ctx.engine} version regression: {stated}; no setting of the newer "
                   "version brings back what the old one did, so run the version that worked until a fixed release",
