@@ -97,8 +97,8 @@ def test_2026_set_readme_says_labelled_before_running():
     assert "before kb was first run" in text and "frozen" in text
 
 
-def _frozen_dirs():  # the frozen 2026 sets; 2026b, 2026c and 2026d are defined below
-    return DIRS_2026 + [p for name in ("diagnosis_2026b", "diagnosis_2026c", "diagnosis_2026d")
+def _frozen_dirs():  # the frozen 2026 sets; 2026b, 2026c, 2026d and 2026e are defined below
+    return DIRS_2026 + [p for name in ("diagnosis_2026b", "diagnosis_2026c", "diagnosis_2026d", "diagnosis_2026e")
                         for p in sorted((DATA / name).iterdir()) if p.is_dir()]
 
 
@@ -196,9 +196,15 @@ SET_2026C = DATA / "diagnosis_2026c"
 DIRS_2026C = sorted(p for p in SET_2026C.iterdir() if p.is_dir())
 SET_2026D = DATA / "diagnosis_2026d"
 DIRS_2026D = sorted(p for p in SET_2026D.iterdir() if p.is_dir())
+# 2026e: the fifth frozen set (collected in two slices by separate helpers, labelled before
+# kb was first run on it); same checks, against every earlier set.
+SET_2026E = DATA / "diagnosis_2026e"
+DIRS_2026E = sorted(p for p in SET_2026E.iterdir() if p.is_dir())
 # each later set against every set before it
 LATER_SETS = [(SET_2026C, DIRS_2026C, DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B),
-              (SET_2026D, DIRS_2026D, DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B + DIRS_2026C)]
+              (SET_2026D, DIRS_2026D, DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B + DIRS_2026C),
+              (SET_2026E, DIRS_2026E,
+               DIRS + HELDOUT_DIRS + DIRS_2026 + DIRS_2026B + DIRS_2026C + DIRS_2026D)]
 LATER_IDS = [s.name for s, _, _ in LATER_SETS]
 
 
