@@ -66,7 +66,7 @@ def find_entry(text: str) -> tuple[int, int, re.Match, str] | None:
     for c in _CLI_ENTRY.finditer(text):
         if best and c.start() > best[0].start():
             break
-        if _cli_context(text, c):
+        if cli_context(text, c):
             best = (c, c.group(1))
             break
     if not best:
@@ -88,7 +88,7 @@ def _word_start(text: str, i: int) -> int:
     return i
 
 
-def _cli_context(text: str, m: re.Match) -> bool:
+def cli_context(text: str, m: re.Match) -> bool:
     """A bare `vllm serve` counts at a command position or before a model path or flag,
     so that prose ("run vllm serve to start it") is not taken for a command."""
     word = _word_start(text, m.start())

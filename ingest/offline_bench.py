@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from ingest import bench_common as bc
-from ingest.launch_command import MAX_COMMAND_CHARS, LaunchCommand, flag_values, norm_flag, shell_words
+from ingest.launch_command import MAX_COMMAND_CHARS, LaunchCommand, cli_context, flag_values, norm_flag, shell_words
 from kb.flagdata import any_version_flags
 from kb.records import BenchRun, Where
 from kb.redact import redact_data
@@ -362,6 +362,8 @@ class VllmThroughputText(_OfflineText):
         if not m or line.lstrip().startswith(("Throughput:", "#")):
             return None
         new_cli = "bench" in m.group(0) and ".py" not in m.group(0)
+        if new_cli and not cli_context(line, m):
+            return None  # prose: "that time is included in vllm bench throughput measurement"
         return "vllm bench throughput" if new_cli else "benchmark_throughput.py"
 
     def _entry(self, text: str) -> re.Match | None:
