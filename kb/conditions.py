@@ -189,6 +189,7 @@ _LOG_WORDS = re.compile(r"warn|error|exception|fail|not found|fall(?:ing)? ?back
                         r"does not|doesn't|sub-?optimal|degrad|not enough|exceed", re.I)
 _QUOTE_IN_TEXT = re.compile(r'"([^"]{12,300})"|`([^`]{12,300})`')
 _MOE_FAMILIES = {"deepseek", "kimi", "qwen3-moe", "mixtral", "gpt-oss", "minimax"}
+MOE_BOUND = {"moe-kernel-config", "moe-runner-backend", "expert-parallelism"}  # fixes that exist only with experts
 
 
 # a quote the prose introduces as a warning or an error (not any line a log prints: an
@@ -235,7 +236,9 @@ def infer(f: Finding) -> list[Condition]:
     if "engine" not in have and c.engine in ("sglang", "vllm", "trtllm"):
         out.append(Condition(key="engine", value=c.engine, inferred=True))
     moe = bool(c.experts) or (c.model_family or "") in _MOE_FAMILIES
-    if "model" not in have and moe:
+    # measured on a MoE model is not "only for MoE models": a KV-cache or attention fix seen
+    # on DeepSeek holds for a dense model too; only a fix to the experts' own path needs experts
+    if "model" not in have and moe and set(f.fix_classes[:1]) & MOE_BOUND:
         out.append(Condition(key="model", value="moe", inferred=True))
     if not any(k in have for k in ("log", "log regex")):
         for q in quoted_log_lines(" ; ".join(f.symptoms)):

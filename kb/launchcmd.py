@@ -180,13 +180,15 @@ def one_line(text: str) -> str:
     return _CONTROL.sub(lambda m: repr(m.group(0))[1:-1], str(text))
 
 
-_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
+# one variable reference: `$PORT`, `${PORT}`, or with a default / error modifier whose word is
+# plain (`${ENGINE_TP:?}`, `${PORT:-8000}`): nothing in it can run inside double quotes
+SHELL_VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*(?::?[-=?+][\w./:@%+,-]*)?\})")
 
 
 def _word(w: str) -> str:
     """A word of the user's command that is one shell variable (`${SERVER_PORT}`) stays one the
     shell expands, in double quotes (nothing else in it can run); every other word is quoted."""
-    return f'"{w}"' if _VARIABLE.fullmatch(w) else shlex.quote(w)
+    return f'"{w}"' if SHELL_VARIABLE.fullmatch(w) else shlex.quote(w)
 
 
 def render(argv: list[str], env: dict[str, str | None] | None = None) -> str:

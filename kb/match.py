@@ -33,6 +33,7 @@ EVIDENCE_WEIGHT = {"log": 3.0, "log regex": 3.0, "signal": 2.0, "text": 2.0}
 CONTEXT_WEIGHT = 0.25
 TEXT_WEIGHT = 1.5  # text similarity 0..1 → up to this much
 TEXT_TOP = 8  # only the best few text hits count as similar
+NAMED_BONUS = 0.3  # a text hit whose class the prose names ("fp8 kv cache is slower"): the user's own pointer
 MOE_FAMILIES = {"deepseek", "kimi", "qwen3-moe", "mixtral", "gpt-oss", "minimax", "glm"}
 # families kb.vocab names only for MLA models: DeepSeek-V3/V3.1/V3.2/R1 and Kimi-K2 (a V3-shaped model)
 MLA_FAMILIES = {"deepseek", "kimi"}
@@ -58,6 +59,13 @@ class Match:
     closeness: float = 0.0  # 0..1, context of the measurement against this run
     text: float = 0.0  # 0..1, text similarity of the evidence to the finding
     score: float = 0.0
+    named: bool = False  # the run's prose names the finding's fix class (classes_named)
+
+    @property
+    def wording(self) -> float:
+        """How closely the run's words point at this finding: its text similarity, plus
+        NAMED_BONUS when it is among the text hits and the prose names its class."""
+        return round(self.text + NAMED_BONUS, 3) if self.named and self.text > 0 else self.text
 
     @property
     def excluded(self) -> list[Check]:
@@ -489,6 +497,17 @@ def evidence_query(f: Facts) -> str:
     return "\n".join(parts)[:6000]
 
 
+def title_queries(f: Facts) -> list[str]:
+    """The first line of words in each prose file: a pasted issue's title, a note's heading.
+    People put the problem there in a dozen words; searched alone it is not drowned by the
+    setup tables and version lists of the body."""
+    first: dict[str, str] = {}
+    for t in f.lines:
+        if t.kind == "prose" and _wordy(t.text):
+            first.setdefault(t.where.path if t.where else "", t.text)
+    return [q.lstrip("#*[ ").strip()[:300] for q in first.values()]
+
+
 _TABLE_ROW = re.compile(r"^[\w ()/%.,#-]{1,60}:(?:\s+[-+\d.,]+\s*[\w/%]*|\s{2,}\S.*)\s*$"
                         r"|^[\s=|+*#-]*$|^\s*[=#*-]{3,}.*[=#*-]{3,}\s*$")
 MIN_QUERY_WORDS = 4  # fewer distinct words than this is not a description of anything; a name with
@@ -556,6 +575,15 @@ def run_words(ev: RunEvidence) -> str:
     return " " + " ".join(parts).lower() + " "
 
 
+def classes_named(ev: RunEvidence) -> set[str]:
+    """Fix classes the run's own prose names by their words (kb.vocab.FIX_CLASS_WORDS):
+    "fp8_e4m3 KV cache is 40% slower", "no NVLink, PCIe only". People name the knob or
+    the part they suspect; a check of that class answers what they asked about. Launch
+    arguments do not count (a flag given is not a complaint about it)."""
+    prose = " ".join(t.text for t in ev.text if t.kind == "prose").lower()
+    return {fc for fc, ws in FIX_CLASS_WORDS.items() if any(w in prose for w in ws)} if prose else set()
+
+
 def feature_named(f: Finding, words: str) -> bool:
     """False when the finding's fix belongs to a feature (FEATURE_WORDS) the run never names."""
     fc = f.fix_classes[0] if f.fix_classes else None
@@ -577,10 +605,18 @@ def match_all(ev: RunEvidence, engine: str | None, catalog: Catalog | None, sign
            for f in findings]
     excluded = {m.finding.id for m in out if m.excluded}
     words = run_words(ev)
-    text = text_scores(evidence_query(facts), search,
-                       lambda f: f.id not in excluded and proposable(f) and feature_named(f, words))
+
+    def eligible(f: Finding) -> bool:
+        return f.id not in excluded and proposable(f) and feature_named(f, words)
+
+    text = text_scores(evidence_query(facts), search, eligible)
+    for q in title_queries(facts):  # a hit by the title alone counts as much as by the whole text
+        for fid, v in text_scores(q, search, eligible).items():
+            text[fid] = max(v, text.get(fid, 0.0))
+    named = classes_named(ev)
     for m in out:
         m.text = text.get(m.finding.id, 0.0)
+        m.named = bool(m.finding.fix_classes) and m.finding.fix_classes[0] in named
         m.score = round(sum(EVIDENCE_WEIGHT[c.condition.key] for c in m.hits)
                         + CONTEXT_WEIGHT * len(m.context_held) + m.closeness + TEXT_WEIGHT * m.text, 3)
     out.sort(key=lambda m: (bool(m.excluded), -m.score))

@@ -15,7 +15,7 @@ from kb import fixflags, launchcmd
 from kb.errors import ODD_VALUE
 from kb.evidence import RunEvidence
 from kb.flags import Catalog
-from kb.match import COVERS, Match, signal_severity, similarity
+from kb.match import COVERS, NAMED_BONUS, Match, classes_named, signal_severity, similarity
 from kb.records import SEVERITY_ORDER, CitedFinding, Evidence, Finding, FlagDiff, Recommendation, Signal
 from kb.rules import registry
 from kb.rules.base import Proposal, Rule, RuleContext
@@ -92,6 +92,7 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
     usable = [f for f in findings if f.id not in excluded]
     recs: list[Recommendation] = []
     base: launchcmd.Current | None = None
+    named = classes_named(ev)
     if engine and catalog:
         ctx = RuleContext(ev=ev, signals={s.id: s for s in signals}, engine=engine, catalog=catalog)
         base = launchcmd.current(ev, engine, catalog)
@@ -110,7 +111,9 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
                     if p.reminder and not any(s in ctx.signals for s in p.supporting):
                         r.basis = "reminder"
                     elif not any(s in ctx.signals for s in p.supporting) and p.severity == "low":
-                        r.basis = "context"  # a low-severity check from the setup's facts alone
+                        # a low-severity check from the setup's facts alone; it answers the run's
+                        # words when they name its class (the user asked about that part)
+                        r.basis = "text" if rule.fix_class in named else "context"
                     recs.append(r)
             except ODD_VALUE as e:
                 if warnings is not None:
@@ -126,9 +129,13 @@ def recommend(ev: RunEvidence, signals: list[Signal], engine: str | None, catalo
     # symptoms or its own facts support, whatever gain its class's findings measured elsewhere
     # within the text tier the closest words come first: a measured gain elsewhere does not make
     # a finding the run's words resemble less the better explanation of them
-    words = {m.finding.id: m.text for m in matches}
-    recs.sort(key=lambda r: (TIERS[r.basis], -(max((words.get(c.id, 0.0) for c in r.findings), default=0.0)
-                                                if r.basis == "text" else 0.0), -r.score))
+    words = {m.finding.id: m.wording for m in matches}
+
+    def wording(r: Recommendation) -> float:
+        own = NAMED_BONUS if r.fix_class in named else 0.0  # a rule's check of the part the user names
+        return max([words.get(c.id, 0.0) for c in r.findings] + [own])
+
+    recs.sort(key=lambda r: (TIERS[r.basis], -wording(r) if r.basis == "text" else 0.0, -r.score))
     for i, r in enumerate(recs, 1):
         r.rank = i
     return recs
@@ -151,16 +158,16 @@ def select(matches: list[Match]) -> list[Match]:
             continue
         specific = len(m.specific_held)
         context = len(m.context_held) == len(m.context_written) and specific >= (3 if m.evidence_written else 2)
-        if m.symptom or m.text >= TEXT_MIN or context:
+        if m.symptom or m.wording >= TEXT_MIN or context:
             out.append(m)
     # the cut keeps what would rank first: by the order recommend() ranks in, not by the match
     # score (where a context check with many held conditions outscores the run's closest words)
-    out.sort(key=lambda m: (TIERS[_basis(m)], -m.text if _basis(m) == "text" else 0.0, -m.score))
+    out.sort(key=lambda m: (TIERS[_basis(m)], -m.wording if _basis(m) == "text" else 0.0, -m.score))
     return out[:MAX_FROM_FINDINGS]
 
 
 def _basis(m: Match) -> str:
-    return "symptom" if m.symptom else "text" if m.text >= TEXT_MIN else "context"
+    return "symptom" if m.symptom else "text" if m.wording >= TEXT_MIN else "context"
 
 
 def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog | None,

@@ -13,7 +13,6 @@ The test prints every command that fails, with the parser's own message.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 import sys
@@ -21,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, ROOT
+
+from kb.launchcmd import SHELL_VARIABLE
 
 sys.path.insert(0, str(ROOT / "tests"))
 from live import vllm_server as vs  # noqa: E402
@@ -41,7 +42,6 @@ def _args_after_launcher(argv: list[str]) -> list[str] | None:
 
 
 CONTROL = {"&", "&&", ";", "|", "||"}
-VARIABLE = re.compile(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")
 
 
 def _launch_commands(text: str) -> list[list[str]]:
@@ -57,7 +57,7 @@ def _launch_commands(text: str) -> list[list[str]]:
             continue
         # a word that is one shell variable (the user's `--port ${SERVER_PORT}`, which kb keeps
         # for the shell to expand) stands for a value kb cannot know: a number parses for any type
-        words = ["1" if VARIABLE.fullmatch(w) else w for w in words]
+        words = ["1" if SHELL_VARIABLE.fullmatch(w) else w for w in words]
         cmd: list[str] = []
         for w in [*words, ";"]:
             if w in CONTROL:

@@ -48,7 +48,7 @@ def test_sglang_regression_pins_with_sglangs_all_extra(tmp_path):
 
 def test_only_the_bad_version_pins_the_nearest_catalogued_release_below_it(tmp_path):
     rec = _kb116(tmp_path, {"notes.txt": "Since vLLM 0.32.0 our decode throughput is much slower.\n"})
-    assert rec.commands[0] == 'pip install "vllm==0.11.0"'  # the newest vLLM catalogue below 0.32.0
+    assert rec.commands[0] == 'pip install "vllm==0.31.0"'  # the newest vLLM catalogue below 0.32.0
     assert any("nearest release below 0.32.0" in n for n in rec.notes)
 
 
@@ -108,7 +108,7 @@ def test_numbers_not_written_as_versions_do_not_fire(tmp_path, prose):
 @pytest.mark.parametrize("prose,pin", [
     ("Since 0.11 it is slower on vllm.\n", "0.10.1.1"),  # only the bad version: the nearest catalogued release
     ("vLLM 0.10.1.1 was fine; since 0.11.0 prefill fails with an illegal memory access.\n", "0.10.1.1"),
-    ("regression in v0.32.0: vllm serve hangs at start\n", "0.11.0"),
+    ("regression in v0.32.0: vllm serve hangs at start\n", "0.31.0"),
     ("Throughput regression between vllm 0.10.2 and 0.11.0 for our vision model.\n", "0.10.2"),
 ])
 def test_vllm_regression_phrasings(tmp_path, prose, pin):

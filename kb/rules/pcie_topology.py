@@ -94,6 +94,10 @@ def _pair(ctx: RuleContext, sig, supporting: list[str]) -> Proposal | None:
         notes.insert(0, f"GPU{better[0]} and GPU{better[1]} share a PCIe switch ({_link(links, *better)}): "
                         "run the TP2 pair there")
     severity = "moderate" if link in THROUGH_CPU else "low"
+    if link not in THROUGH_CPU:
+        # an unread link is a check to make, not a diagnosis: two PCIe GPUs are a setup fact,
+        # so only a measured symptom (a plateau, slow single-stream decode) backs this
+        supporting = [s for s in supporting if s != "tp-over-pcie"]
     what = (f"the TP2 pair is joined through the CPU ({link})" if link in THROUGH_CPU
             else "the link between the TP2 pair is unknown (no `nvidia-smi topo -m`)")
     return Proposal(title="Check the PCIe path between the TP2 pair", severity=severity,
