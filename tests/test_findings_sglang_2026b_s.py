@@ -61,6 +61,16 @@ CASES = [
              "with AclmdlRICaptureEnd error code is 107033. Same container serves other models fine.\n",
       LAUNCH: "python3 -m sglang.launch_server --model-path Qwen/Qwen3-32B --device npu --attention-backend ascend "
               "--tp-size 4\n"}, None, "sglang"),
+    ("s2b-b200-nvfp4-flashinfer-trtllm-moe-cutlass",
+     {NOTES: "Qwen3-235B NVFP4 on eight B200s: with the flashinfer_trtllm MoE runner every reply is mojibake, "
+             "question marks and replacement characters, even with greedy sampling. Nothing in the log.\n",
+      LAUNCH: "python3 -m sglang.launch_server --model-path nvidia/Qwen3-235B-A22B-NVFP4 --tp-size 8 "
+              "--moe-runner-backend flashinfer_trtllm\n"}, "8x B200", "sglang"),
+    ("s2b-dsv4-h200-flashinfer-mxfp4-moe",
+     {NOTES: "DeepSeek-V4-Flash on our H200 node decodes slower than we expected; the startup log says the "
+             "routed experts run on marlin.\n",
+      LAUNCH: "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp-size 8 "
+              "--moe-runner-backend marlin\n"}, "8x H200", "sglang"),
     ("s2b-pd-decode-mamba-pingpong-slots",
      {LOG: "AssertionError: Not enough space for mamba ping pong idx, try to increase "
            "--mamba-full-memory-ratio.\n"}, None, "sglang"),
