@@ -71,6 +71,12 @@ CASES = [
              "routed experts run on marlin.\n",
       LAUNCH: "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V4-Flash --tp-size 8 "
               "--moe-runner-backend marlin\n"}, "8x H200", "sglang"),
+    ("s2b-vllm-ascend-npu-graph-scatter-507011",
+     {LOG: "(Worker_TP3 pid=4411) ERROR 07-06 10:02:11 [multiproc_executor.py:1055] RuntimeError: call "
+           "aclnnScatterNdUpdate failed, detail:EZ9999: Inner Error! error code is 507011\n"}, None, "vllm"),
+    ("s2b-vllm-ascend-mm-expandable-segments",
+     {NOTES: "Qwen3-VL on our Atlas 800 box with vllm-ascend: every few hours of image traffic it dies with "
+             "NPU out of memory, and npu-smi shows usage creeping up between requests.\n"}, None, "vllm"),
     ("s2b-pd-decode-mamba-pingpong-slots",
      {LOG: "AssertionError: Not enough space for mamba ping pong idx, try to increase "
            "--mamba-full-memory-ratio.\n"}, None, "sglang"),
@@ -105,6 +111,9 @@ QUIET = [
              "flat and nothing in the logs stands out.\n"}, None, "sglang"),
     ({NOTES: "Our chat frontend shows the reasoning text inside the answer instead of a separate panel.\n"},
      None, "sglang"),
+    ({LAUNCH: "vllm serve Qwen/Qwen2.5-VL-7B-Instruct --max-model-len 32768\n",
+      LOG: "INFO 11-20 10:00:05 [gpu_model_runner.py:2000] Model loading took 15.6 GiB and 8.1 seconds\n"},
+     "1x H100", "vllm"),
 ]
 
 
