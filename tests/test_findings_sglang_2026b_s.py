@@ -77,6 +77,15 @@ CASES = [
     ("s2b-vllm-ascend-mm-expandable-segments",
      {NOTES: "Qwen3-VL on our Atlas 800 box with vllm-ascend: every few hours of image traffic it dies with "
              "NPU out of memory, and npu-smi shows usage creeping up between requests.\n"}, None, "vllm"),
+    ("s2b-rocm-aiter-on-triton-moe-garbage",
+     {NOTES: "On the MI300X node the MoE model only produces word salad since we added the Triton MoE runner "
+             "to the launch; our env file still has SGLANG_USE_AITER=1 and gsm8k accuracy is 0 now.\n",
+      LAUNCH: "python3 -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp-size 8 "
+              "--moe-runner-backend triton\n"}, "8x MI300X", "sglang"),
+    ("s2b-rocm-aiter-ck-moe-jit-build-hang",
+     {LOG: "[aiter] start build [module_moe_ck2stages_f8_f8_preshuffle_on_b16_silu_per_token_mulWeightStage2]\n"
+           "[aiter] waiting for baton release at /sgl-workspace/aiter/aiter/jit/build/lock_module_moe_ck2stages\n"},
+     "8x MI300X", "sglang"),
     ("s2b-pd-decode-mamba-pingpong-slots",
      {LOG: "AssertionError: Not enough space for mamba ping pong idx, try to increase "
            "--mamba-full-memory-ratio.\n"}, None, "sglang"),
