@@ -138,3 +138,11 @@ def test_a_vllm_run_does_not_get_the_sglang_only_fix(shipped, tmp_path):
                                        NOTES: "vLLM keeps preempting requests when many long answers run.\n"},
                    engine="vllm")
     assert _position(dx, "s2b-pd-decode-oom-reserved-tokens") is None
+
+
+def test_an_nvidia_graph_failure_does_not_get_the_ascend_fix(shipped, tmp_path):
+    # graph-capture words on an NVIDIA card: the Ascend eager fallback is for NPUs only
+    dx = _diagnose(shipped, tmp_path, {LOG: "Exception: Capture cuda graph failed: CUDA error: no kernel image is "
+                                            "available for execution on the device\n"},
+                   gpu="1x RTX 5090", engine="sglang")
+    assert _position(dx, "s2b-ascend-npu-graph-capture-eager") is None
