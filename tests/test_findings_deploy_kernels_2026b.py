@@ -79,6 +79,10 @@ CASES = [
            "AssertionError: Unsupported lhs dtype fp8e4nv\n",
       LAUNCH: "vllm serve Qwen/Qwen3-30B-A3B-FP8 --enable-lora --lora-modules sql=/adapters/sql\n"},
      "1x H100", None),
+    ("v26b-gptoss-harmony-start-token-error",
+     {NOTES: "gpt-oss-120b behind our agent framework: roughly one streamed answer in ten breaks off and the "
+             "server log shows openai_harmony.HarmonyError: Unexpected token 200003 while expecting start "
+             "token 200006.\n"}, None, "vllm"),
     ("v26b-vllm-c-abi-undefined-symbol",
      {LOG: "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
            "_ZN3c1017RegisterOperatorsD1Ev\n"}, None, "vllm"),
