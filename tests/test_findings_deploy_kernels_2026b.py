@@ -83,6 +83,10 @@ CASES = [
      {NOTES: "gpt-oss-120b behind our agent framework: roughly one streamed answer in ten breaks off and the "
              "server log shows openai_harmony.HarmonyError: Unexpected token 200003 while expecting start "
              "token 200006.\n"}, None, "vllm"),
+    ("v26b-vllm-all2all-backend-flag-vs-env",
+     {LOG: "WARNING 11-28 19:08:15 [parallel.py:470] VLLM_ALL2ALL_BACKEND environment variable is deprecated "
+           "and will be removed in a future release. Please use the --all2all-backend command-line argument "
+           "instead.\n"}, None, "vllm"),
     ("v26b-vllm-c-abi-undefined-symbol",
      {LOG: "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
            "_ZN3c1017RegisterOperatorsD1Ev\n"}, None, "vllm"),
