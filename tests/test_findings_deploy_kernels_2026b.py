@@ -91,6 +91,10 @@ CASES = [
      {NOTES: "Spark box (GB10). Nemotron 3 Super NVFP4 boots without speculative decoding, but as soon as we add "
              "the MTP method the engine core exits during memory profiling with RuntimeError: Invalid activation "
              "type.\n"}, "1x DGX Spark", "vllm"),
+    ("v26b-v100-custom-allreduce-hang",
+     {NOTES: "Two V100 SXM2 cards, tensor parallel 2: the server never finishes warming up, both GPUs sit at full "
+             "utilization with low power draw, and the log keeps repeating No available shared memory broadcast "
+             "block found in 60 seconds.\n"}, "2x V100", "vllm"),
     ("v26b-vllm-c-abi-undefined-symbol",
      {LOG: "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
            "_ZN3c1017RegisterOperatorsD1Ev\n"}, None, "vllm"),
@@ -135,6 +139,9 @@ def test_a_launch_that_already_applies_the_fix_does_not_repropose_it(shipped, tm
         ("v26b-hybrid-mtp-prefix-cache-corruption",
          {LAUNCH: "vllm serve Qwen/Qwen3.6-27B --no-enable-prefix-caching "
                   "--speculative-config '{\"method\":\"mtp\",\"num_speculative_tokens\":2}'\n"}, "1x H100"),
+        # NCCL all-reduce already chosen on the V100 pair
+        ("v26b-v100-custom-allreduce-hang",
+         {LAUNCH: "vllm serve Qwen/Qwen3-32B-AWQ --tensor-parallel-size 2 --disable-custom-all-reduce\n"}, "2x V100"),
         # expert-parallel MoE data parallel: the dense-DP balancer finding does not apply
         ("v26b-vllm-dp-dense-lb-imbalance",
          {LAUNCH: "vllm serve Qwen/Qwen3-30B-A3B --data-parallel-size 4 --enable-expert-parallel\n"}, "4x H100"),
