@@ -95,6 +95,9 @@ CASES = [
      {NOTES: "Two V100 SXM2 cards, tensor parallel 2: the server never finishes warming up, both GPUs sit at full "
              "utilization with low power draw, and the log keeps repeating No available shared memory broadcast "
              "block found in 60 seconds.\n"}, "2x V100", "vllm"),
+    ("v26b-hybrid-max-num-seqs-mamba-blocks",
+     {LOG: "(EngineCore pid=88) ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (600). Each "
+           "decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.\n"}, "1x B200", "vllm"),
     ("v26b-vllm-c-abi-undefined-symbol",
      {LOG: "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
            "_ZN3c1017RegisterOperatorsD1Ev\n"}, None, "vllm"),
