@@ -93,8 +93,8 @@ CASES = [
              "type.\n"}, "1x DGX Spark", "vllm"),
     ("v26b-v100-custom-allreduce-hang",
      {NOTES: "Two V100 SXM2 cards, tensor parallel 2: the server never finishes warming up, both GPUs sit at full "
-             "utilization with low power draw, and the log keeps repeating No available shared memory broadcast "
-             "block found in 60 seconds.\n"}, "2x V100", "vllm"),
+             "utilization with low power draw, and py-spy shows every rank waiting inside custom_all_reduce.\n"},
+     "2x V100", "vllm"),
     ("v26b-hybrid-max-num-seqs-mamba-blocks",
      {LOG: "(EngineCore pid=88) ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (600). Each "
            "decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.\n"}, "1x B200", "vllm"),
