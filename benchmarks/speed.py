@@ -334,10 +334,11 @@ def print_diagnose(rows: list[dict]) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="small sizes, few runs (a smoke test)")
-    ap.add_argument("--sizes", default="1000,10000,100000", help="generated findings per knowledge base")
-    ap.add_argument("--runs", type=int, default=10, help="kb ask end-to-end runs (median)")
-    ap.add_argument("--log-mb", type=int, default=100)
+    ap.add_argument("--quick", action="store_true",
+                    help="small sizes, few runs (a smoke test): --sizes 100,300 --runs 3 --log-mb 5 unless given")
+    ap.add_argument("--sizes", help="generated findings per knowledge base (default 1000,10000,100000)")
+    ap.add_argument("--runs", type=int, help="kb ask end-to-end runs (median; default 10)")
+    ap.add_argument("--log-mb", type=int, help="generated sglang server log for kb diagnose (default 100)")
     ap.add_argument("--generate", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--child-dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -347,8 +348,10 @@ def main() -> int:
     if args.child_dir:
         print(json.dumps(measure_size(args.child_dir)))
         return 0
-    sizes = [100, 300] if args.quick else [int(s) for s in args.sizes.split(",")]
-    runs, ask_runs, log_mb = (3, 1, 5) if args.quick else (args.runs, 3, args.log_mb)
+    sizes = [int(s) for s in (args.sizes or ("100,300" if args.quick else "1000,10000,100000")).split(",")]
+    runs = args.runs or (3 if args.quick else 10)
+    log_mb = args.log_mb or (5 if args.quick else 100)
+    ask_runs = 1 if args.quick else 3
     print(f"machine: {os.cpu_count()} cores, python {sys.version.split()[0]}, load at start {loadavg()}\n")
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

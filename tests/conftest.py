@@ -40,3 +40,45 @@ def pytest_collection_modifyitems(items):
     a third of a core; run first, it stayed up through the ~1,700 offline tests and slowed
     them. Run last, it stops when they end. The order within each part is kept."""
     items.sort(key=lambda item: "live" in item.path.relative_to(Path(__file__).parent).parts[:1])
+
+
+@pytest.fixture(scope="session")
+def shipped_store(tmp_path_factory):
+    """The shipped findings indexed once per test process (each xdist worker builds its
+    own; a build is about 3 s of CPU), shared read-only by the modules that only query
+    them. A test that writes to a knowledge base builds its own. At the end of the session
+    the store's files and records must be as built: a test that changed them fails here."""
+    from shipped import build, fingerprint
+
+    from kb.store import Store
+
+    store = Store(tmp_path_factory.mktemp("shipped-kbhome"))
+    build(store)
+    before = fingerprint(store)
+    yield store
+    assert fingerprint(store) == before, "a test changed the shared shipped-findings store; give it its own"
+
+
+@pytest.fixture(scope="session")
+def shipped_records(shipped_store):
+    """(findings, searcher) of the shared shipped-findings store, as `kb diagnose` takes
+    them; shared read-only like the store (checked at the end of the session)."""
+    from shipped import records, records_fingerprint
+
+    findings, search = records(shipped_store)
+    before = (len(findings), records_fingerprint(findings))
+    yield findings, search
+    assert (len(findings), records_fingerprint(findings)) == before, \
+        "a test changed the shared shipped findings; give it its own copy"
+
+
+@pytest.fixture
+def shipped_home(kb_home, shipped_store):
+    """kb_home starting as a copy of the shared shipped-findings store (its index and
+    manifest), so the test's first `kb diagnose` finds it in step instead of spending about
+    3 s of CPU indexing the shipped findings again. For modules that read the knowledge
+    base and do not test how an empty home is first built (tests/test_store.py does)."""
+    import shutil
+
+    shutil.copytree(shipped_store.home, kb_home, ignore=shutil.ignore_patterns(".*lock"))
+    return kb_home

@@ -10,19 +10,15 @@ import json
 import pytest
 from conftest import DATA
 
-from ingest.detect import load_findings
 from kb.search import ask
-from kb.store import Store
 
 QUESTIONS = json.loads((DATA / "ask_questions.json").read_text())
 EXTRA = json.loads((DATA / "ask_dev_extra.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def index_dir(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("kbhome"))
-    store.sync(load_findings)
-    return store.index_dir
+@pytest.fixture
+def index_dir(shipped_store):
+    return shipped_store.index_dir  # one read-only index per test process (tests/conftest.py)
 
 
 def reciprocal_rank(index_dir, q):

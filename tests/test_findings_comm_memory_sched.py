@@ -15,15 +15,14 @@ from thin_evidence import (
     assert_in_top_3,
     diagnose_files as _diagnose,
     position as _position,
-    shipped_findings,
 )
 
 PREFIXES = ("car26-", "nccl26-", "mn26-", "dr26-", "mf26-", "sched26-", "ovl26-", "cp26-")
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    return shipped_findings(tmp_path_factory)
+@pytest.fixture
+def shipped(shipped_records):
+    return shipped_records  # one read-only index per test process (tests/conftest.py)
 
 
 def _ours(dx) -> list[str]:

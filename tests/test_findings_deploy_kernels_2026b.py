@@ -14,15 +14,14 @@ from thin_evidence import (
     assert_in_top_3,
     diagnose_files as _diagnose,
     position as _position,
-    shipped_findings,
 )
 
 PREFIX = "v26b-"
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    return shipped_findings(tmp_path_factory)
+@pytest.fixture
+def shipped(shipped_records):
+    return shipped_records  # one read-only index per test process (tests/conftest.py)
 
 
 # (finding id, evidence files, GPUs, engine): what someone would post, written here, nothing more
@@ -97,7 +96,8 @@ CASES = [
      "2x V100", "vllm"),
     ("v26b-hybrid-max-num-seqs-mamba-blocks",
      {LOG: "(EngineCore pid=88) ValueError: max_num_seqs (1024) exceeds available Mamba cache blocks (600). Each "
-           "decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.\n"}, "1x B200", "vllm"),
+           "decode sequence requires one Mamba cache block, so CUDA graph capture cannot proceed.\n"},
+     "1x B200", "vllm"),
     ("v26b-vllm-c-abi-undefined-symbol",
      {LOG: "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
            "_ZN3c1017RegisterOperatorsD1Ev\n"}, None, "vllm"),

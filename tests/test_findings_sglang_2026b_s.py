@@ -7,14 +7,14 @@ evidence proposes none of them, and a vLLM run does not get these sglang-only fi
 from __future__ import annotations
 
 import pytest
-from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, position as _position, shipped_findings
+from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, position as _position
 
 PREFIX = "s2b-"
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    return shipped_findings(tmp_path_factory)
+@pytest.fixture
+def shipped(shipped_records):
+    return shipped_records  # one read-only index per test process (tests/conftest.py)
 
 
 def _ours(dx) -> list[str]:

@@ -12,6 +12,8 @@ import pytest
 from promfake import FakePrometheus, args, fleet, load
 
 SECRET = "prom-test-token-0123456789"
+# every `kb diagnose` here reads the shipped findings: each test's home starts with them indexed
+pytestmark = pytest.mark.usefixtures("shipped_home")
 
 
 @pytest.fixture(scope="module")

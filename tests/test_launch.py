@@ -301,7 +301,7 @@ CONFIGS = sorted(p.name for p in CFG.glob("*config.json") if not p.name.endswith
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
 @pytest.mark.parametrize("config", CONFIGS)
-def test_diagnose_does_not_undo_what_launch_chose(config, engine):
+def test_diagnose_does_not_undo_what_launch_chose(config, engine, shipped_records):
     # kb diagnose on kb launch's own command (no other evidence) must not change a value launch set.
     # In-process (the calls the CLI makes): 2 × configs × 2 commands as subprocesses cost a minute.
     from ingest.hf_config import load_profile
@@ -314,25 +314,9 @@ def test_diagnose_does_not_undo_what_launch_chose(config, engine):
     p = plan(load_profile(CFG / config), hw, engine, catalog(engine), "org/model")
     chosen = {f.flag: f.value for f in p.flags}
     ev = read_run([CFG / config], gpu=gpus, engine=engine, launch=p.command)
-    d = diagnose(ev, _shipped())
+    d = diagnose(ev, shipped_records[0])  # the shipped findings, indexed once (tests/conftest.py)
     for rec in d.recommendations:
         for c in rec.flags:
             if c.flag in chosen and c.new is not None:
                 assert str(c.new) == str(chosen[c.flag]), (rec.title, c, chosen[c.flag])
 
-
-_SHIPPED: list = []
-
-
-def _shipped() -> list:
-    """The shipped findings, read once for the parametrised runs above."""
-    if not _SHIPPED:
-        import tempfile
-
-        from ingest.detect import load_findings
-        from kb import index as kbindex
-        from kb.store import Store
-
-        store = Store(tempfile.mkdtemp(prefix="kb-launch-test-"))
-        _SHIPPED.extend(store.read(load_findings, kbindex.all_records))
-    return _SHIPPED

@@ -8,7 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import ROOT
+
+# the `kb` runs here read the shipped findings: each test's home starts with them indexed
+pytestmark = pytest.mark.usefixtures("shipped_home")
 
 DATA = Path(__file__).resolve().parent / "data" / "matcher"
 NOTES = DATA / "notes-block-fp8.md"

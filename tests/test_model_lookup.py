@@ -13,6 +13,9 @@ from ingest.run import read_run
 from kb import model_lookup
 from kb.diagnose import diagnose, report
 
+# the `kb` runs here read the shipped findings: each test's home starts with them indexed
+pytestmark = pytest.mark.usefixtures("shipped_home")
+
 SHIPPED = ROOT / "kb" / "data" / "model_configs"
 QWEN = SHIPPED / "Qwen--Qwen3-30B-A3B_config.json"
 MIXTRAL = SHIPPED / "mistralai--Mixtral-8x7B-v0.1_config.json"

@@ -19,6 +19,9 @@ import chromium
 import pytest
 from conftest import DATA
 
+# the `kb` runs here read the shipped findings: each test's home starts with them indexed
+pytestmark = pytest.mark.usefixtures("shipped_home")
+
 SAMPLES = DATA / "samples"
 SWEEP = SAMPLES / "kb_sweep" / "vllm-0.32.0-cpu_max-num-seqs8_c1-32.jsonl"
 

@@ -79,11 +79,9 @@ def assert_same(s, question, limit=20):
         assert a == pytest.approx(b, rel=1e-9), question
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    store = Store(tmp_path_factory.mktemp("kbhome"))
-    store.sync(load_findings)
-    return store
+@pytest.fixture
+def shipped(shipped_store):
+    return shipped_store  # built by one sync (one segment), read-only, one per test process (tests/conftest.py)
 
 
 def test_same_scores_as_whoosh_on_one_segment(shipped):

@@ -116,16 +116,10 @@ def test_vllm_regression_phrasings(tmp_path, prose, pin):
     assert rec is not None and rec.commands[0] == f'pip install "vllm=={pin}"'
 
 
-def test_another_regressions_measured_gain_is_not_this_pins_expected_gain(tmp_path):
+def test_another_regressions_measured_gain_is_not_this_pins_expected_gain(tmp_path, shipped_records):
     # every engine-version finding is a different bug: the shipped ones are cited for
     # reading, but none of their gains is offered as what this pin will bring
-    from ingest.detect import load_findings
-    from kb import index as kbindex
-    from kb.store import Store
-
-    store = Store(tmp_path / "home")
-    store.sync(load_findings)
-    findings = kbindex.all_records(store.index_dir)
+    findings, _ = shipped_records
     (tmp_path / "notes.txt").write_text("It worked on vLLM 0.10.2, but since 0.11.0 decode is half as fast.\n")
     d = diagnose(read_run([tmp_path / "notes.txt"]), findings)
     rec = next(r for r in d.recommendations if r.rule == "KB116 version-regression")

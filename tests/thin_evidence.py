@@ -1,26 +1,16 @@
-"""What the thin-evidence test files share (tests/test_findings_*.py): the shipped findings
-indexed once per module, a run written from a few evidence files and diagnosed as
-`kb diagnose` does, and where a finding lands among the recommendations."""
+"""What the thin-evidence test files share (tests/test_findings_*.py): a run written
+from a few evidence files and diagnosed as `kb diagnose` does (against the shipped
+findings of tests/conftest.py's shipped_records), and where a finding lands among the
+recommendations."""
 
 from __future__ import annotations
 
-from ingest.detect import load_findings
 from ingest.run import read_run
-from kb import index as kbindex
 from kb.diagnose import diagnose
-from kb.search import searcher
-from kb.store import Store
 
 LAUNCH = "launch.txt"
 LOG = "server.log"
 NOTES = "notes.txt"
-
-
-def shipped_findings(tmp_path_factory):
-    """(findings, searcher) of the shipped knowledge, in a throw-away KB home."""
-    store = Store(tmp_path_factory.mktemp("kbhome"))
-    store.sync(load_findings)
-    return kbindex.all_records(store.index_dir), searcher(store.index_dir)
 
 
 def diagnose_files(shipped, tmp_path, files: dict[str, str], gpu: str | None = None, engine: str | None = None):
