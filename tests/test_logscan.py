@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -283,7 +285,7 @@ def _parallel(monkeypatch) -> dict:
     """Every read from here on by two processes; counts of the worker's plans applied here."""
     monkeypatch.setattr(logscan, "PARALLEL_MIN", 0)
     seen = {"replays": 0, "applied": 0, "workers": []}
-    real_apply, real_replay, real_popen = logscan._Shapes.apply, logscan._replay, logscan.subprocess.Popen
+    real_apply, real_replay, real_popen = logscan._Shapes.apply, logscan._replay, subprocess.Popen
 
     def apply(self, plan, lines_of):
         ok = real_apply(self, plan, lines_of)
@@ -300,7 +302,7 @@ def _parallel(monkeypatch) -> dict:
 
     monkeypatch.setattr(logscan._Shapes, "apply", apply)
     monkeypatch.setattr(logscan, "_replay", replay)
-    monkeypatch.setattr(logscan.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)  # (logscan imports it when it starts the worker)
     return seen
 
 
@@ -403,8 +405,8 @@ def test_parallel_worker_that_fails_leaves_its_part_to_this_process(mixed, monke
 def test_parallel_worker_stops_when_this_process_fails(mixed, monkeypatch, tmp_path):
     seen = _parallel(monkeypatch)
     made = []
-    real_tmp = logscan.tempfile.TemporaryDirectory
-    monkeypatch.setattr(logscan.tempfile, "TemporaryDirectory", lambda **k: made.append(real_tmp(**k)) or made[-1])
+    real_tmp = tempfile.TemporaryDirectory
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", lambda **k: made.append(real_tmp(**k)) or made[-1])
     real = run._line_parsers
 
     def failing(path):
