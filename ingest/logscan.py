@@ -239,7 +239,7 @@ def _parallel(fh, state: "_State", on_bytes, mid: int) -> None:
                                 pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL)
         try:
             _read(fh, state, on_bytes, mid)
-            at = _replay(fd, state, on_bytes, plans, mid, proc)
+            at = _replay(fh, state, on_bytes, plans, mid, proc)
             proc.wait()  # it has written its last plan, or ended
         finally:
             if proc.poll() is None:  # this process failed or was interrupted: the worker stops too
@@ -250,10 +250,10 @@ def _parallel(fh, state: "_State", on_bytes, mid: int) -> None:
         _read(fh, state, on_bytes)
 
 
-def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int, proc) -> int | None:
+def _replay(fh, state: "_State", on_bytes, plans: str, at: int, proc) -> int | None:
     """The worker's plans applied in file order as it writes them; where the file is left to
     read here, or None."""
-    shapes = state.fast
+    shapes, fd = state.fast, fh.fileno()
     for rec in _records(plans, proc):
         if rec[0] == "end":
             return None
@@ -262,7 +262,8 @@ def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int, proc) -> in
         _, off, size, plan = rec
         if (plan is None or (plan.preempt and not shapes.preempts_counted_only())
                 or not shapes.apply(plan, partial(_lines, fd, off, size))):
-            state.block(os.pread(fd, size, off))  # planned with what this state does not hold: read here
+            fh.seek(off)  # planned with what this state does not hold: read here, in this process's blocks
+            _read(fh, state, None, off + size)
         at = off + size
         if on_bytes:
             on_bytes(size)
@@ -303,9 +304,22 @@ class _PlanReader(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def _lines(fd: int, off: int, size: int, n: int) -> list[bytes]:
-    """The first n lines of the block at `off` (and the rest of it, unsplit)."""
-    return os.pread(fd, size, off).split(b"\n", n)
+def _lines(fd: int, off: int, size: int, wanted: Iterable[int]) -> dict[int, bytes]:
+    """The lines at the indices `wanted` of the block at `off`, read 64 KiB at a time (the
+    whole block at once would add to this process's peak RSS)."""
+    out, todo, first, pos, end, carry = {}, sorted(wanted, reverse=True), 0, off, off + size, b""
+    while todo and pos < end:
+        piece = os.pread(fd, min(2**16, end - pos), pos)
+        if not piece:
+            break
+        pos += len(piece)
+        parts = (carry + piece).split(b"\n")
+        carry = parts.pop()  # (a line's start: its end is in the next piece)
+        while todo and todo[-1] < first + len(parts):
+            i = todo.pop()
+            out[i] = parts[i - first]
+        first += len(parts)
+    return out
 
 
 def work(fd: str, start: str, plans: str) -> int:
@@ -868,10 +882,10 @@ class _Shapes:
                      any(s.preempt for s in used), fold)
         return plan
 
-    def apply(self, plan: "_Plan", lines_of: Callable[[int], list[bytes]]) -> bool:
+    def apply(self, plan: "_Plan", lines_of: Callable[[dict], dict | list]) -> bool:
         """A planned block into the parsers' state, in file order; False (nothing changed)
-        if a cap is reached inside it. `lines_of(n)` gives (at least) the block's first n lines
-        (for the kept rows)."""
+        if a cap is reached inside it. `lines_of(indices)` gives the block's lines at those
+        indices (the kept rows), by index."""
         from ingest.serverlog import MAX_RANKS
 
         st, f = self.state, plan.fold
@@ -883,7 +897,7 @@ class _Shapes:
         kept, seen = {}, {st.sgl: st.sgl.sampler.seen + n_sg, st.vll: st.vll.sampler.seen + n_vl}
         if any(-p.sampler.seen % p.sampler.stride < n for p, n in ((st.sgl, n_sg), (st.vll, n_vl))):
             kept = {**self.kept(st.sgl, plan.sg_rows), **self.kept(st.vll, plan.vl_rows)}
-        lines = lines_of(max(kept) + 1) if kept else None
+        lines = lines_of(kept) if kept else None
         base = st.lineno
         for i in sorted([*plan.others, *kept]):
             if i in kept:

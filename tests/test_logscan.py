@@ -441,3 +441,19 @@ def test_plan_reader_refuses_any_other_class():
     hostile = b"cos\nsystem\n(S'touch /tmp/kb-pwned'\ntR."  # protocol 0: os.system('touch …')
     with pytest.raises(pickle.UnpicklingError, match="os.system"):
         logscan._PlanReader(io.BytesIO(hostile)).load()
+
+
+def test_kept_rows_lines_read_in_pieces_are_the_blocks_own(tmp_path):
+    """The worker's block lines this process reads back for kept rows (logscan._lines, 64 KiB
+    at a time): the same bytes as the block's own split, wherever the pieces cut a line."""
+    rnd = random.Random(7)
+    block = b"".join(bytes(rnd.choice(b"ab ") for _ in range(rnd.randint(0, 40_000))) + b"\n" for _ in range(40))
+    block += b"".join(bytes(rnd.choice(b"ab ") for _ in range(rnd.randint(0, 300))) + b"\n" for _ in range(3000))
+    path = tmp_path / "block.log"
+    path.write_bytes(b"head line\n" + block + b"tail line\n")
+    lines = block.split(b"\n")
+    with open(path, "rb") as fh:
+        for _ in range(100):
+            wanted = set(rnd.sample(range(len(lines) - 1), rnd.randint(1, 25)))
+            assert logscan._lines(fh.fileno(), 10, len(block), wanted) == {i: lines[i] for i in wanted}
+        assert logscan._lines(fh.fileno(), 10, len(block), {len(lines) - 2}) == {len(lines) - 2: lines[-2]}
