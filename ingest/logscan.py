@@ -36,7 +36,7 @@ from kb.linelimit import MAX_LINE_CHARS
 
 # Blocks this process reads (256 KiB: ~4 MB less peak RSS than 512 KiB, within the noise in CPU
 # per MB) and blocks the worker plans (512 KiB: each plan costs this process a fold, so fewer pay)
-CHUNK = 2**18
+CHUNK = 3 * 2**16
 PLAN_CHUNK = 2**19
 # a line longer than this many bytes holds more than MAX_LINE_CHARS characters (UTF-8 ≤ 4 bytes each)
 OVERLONG = 4 * MAX_LINE_CHARS + 8
@@ -873,14 +873,15 @@ class _Shapes:
         self.other.engine_lines.clear()
         used = [s for s in self.layouts.values() if s.rows]
         fold = self.gather(used)
+        n_access = sum(len(s.rows) for s in used if s.kind == "access")
+        for rows in (*(s.rows for s in used), *self.engine_lines.values()):
+            rows.clear()  # (the block's lines are not held past it: the peak RSS)
         if fold is None:
             return None
         deque(map(list.append, map(_ENGINE_ROWS_OF, shapes), range(len(lines))), 0)
         self.other.engine_rows.clear()
-        plan = _Plan(len(lines), lines, [], {i: lines[i] for i in others}, list(self.engine_rows["sg"]),
-                     list(self.engine_rows["vl"]), sum(len(s.rows) for s in used if s.kind == "access"),
-                     any(s.preempt for s in used), fold)
-        return plan
+        return _Plan(len(lines), lines, [], {i: lines[i] for i in others}, list(self.engine_rows["sg"]),
+                     list(self.engine_rows["vl"]), n_access, any(s.preempt for s in used), fold)
 
     def apply(self, plan: "_Plan", lines_of: Callable[[dict], dict | list]) -> bool:
         """A planned block into the parsers' state, in file order; False (nothing changed)
