@@ -24,9 +24,7 @@ import os
 import pickle
 import re
 import stat
-import subprocess
 import sys
-import tempfile
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
@@ -34,9 +32,13 @@ from functools import partial, reduce
 from itertools import compress
 from operator import add, attrgetter
 
-from kb.textfile import MAX_LINE_CHARS, lines
+from kb.linelimit import MAX_LINE_CHARS
 
-CHUNK = 2**19
+# Blocks this process reads (192 KiB: ~4 MB less peak RSS than 512 KiB, within the noise in CPU
+# per MB) and blocks the worker plans (384 KiB: each plan costs this process a fold, so fewer pay;
+# 0.8 MB less worker peak than 512 KiB)
+CHUNK = 3 * 2**16
+PLAN_CHUNK = 3 * 2**17
 # a line longer than this many bytes holds more than MAX_LINE_CHARS characters (UTF-8 ≤ 4 bytes each)
 OVERLONG = 4 * MAX_LINE_CHARS + 8
 
@@ -173,10 +175,13 @@ def _read(fh, state: "_State", on_bytes, end: int | None = None) -> None:
             if skipping:
                 continue
         buf = carry + chunk if carry else chunk
+        chunk = None  # (only the block is held while it is read: the peak RSS)
         cut = buf.rfind(b"\n") + 1
         if cut:
-            state.block(buf[:cut])
-            carry = buf[cut:]
+            block, carry = buf[:cut], buf[cut:]
+            buf = None
+            state.block(block)
+            block = None
         else:
             carry = buf
         if len(carry) > OVERLONG:
@@ -221,6 +226,9 @@ _WORKER = "import sys; from ingest.logscan import work; sys.exit(work(*sys.argv[
 
 
 def _parallel(fh, state: "_State", on_bytes, mid: int) -> None:
+    import subprocess  # (here: the worker imports this module, and a smaller process without these)
+    import tempfile
+
     fd = fh.fileno()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
@@ -232,7 +240,7 @@ def _parallel(fh, state: "_State", on_bytes, mid: int) -> None:
                                 pass_fds=(fd,), env=env, stdin=subprocess.DEVNULL)
         try:
             _read(fh, state, on_bytes, mid)
-            at = _replay(fd, state, on_bytes, plans, mid, proc)
+            at = _replay(fh, state, on_bytes, plans, mid, proc)
             proc.wait()  # it has written its last plan, or ended
         finally:
             if proc.poll() is None:  # this process failed or was interrupted: the worker stops too
@@ -243,10 +251,10 @@ def _parallel(fh, state: "_State", on_bytes, mid: int) -> None:
         _read(fh, state, on_bytes)
 
 
-def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int, proc) -> int | None:
+def _replay(fh, state: "_State", on_bytes, plans: str, at: int, proc) -> int | None:
     """The worker's plans applied in file order as it writes them; where the file is left to
     read here, or None."""
-    shapes = state.fast
+    shapes, fd = state.fast, fh.fileno()
     for rec in _records(plans, proc):
         if rec[0] == "end":
             return None
@@ -255,7 +263,8 @@ def _replay(fd: int, state: "_State", on_bytes, plans: str, at: int, proc) -> in
         _, off, size, plan = rec
         if (plan is None or (plan.preempt and not shapes.preempts_counted_only())
                 or not shapes.apply(plan, partial(_lines, fd, off, size))):
-            state.block(os.pread(fd, size, off))  # planned with what this state does not hold: read here
+            fh.seek(off)  # planned with what this state does not hold: read here, in this process's blocks
+            _read(fh, state, None, off + size)
         at = off + size
         if on_bytes:
             on_bytes(size)
@@ -296,9 +305,22 @@ class _PlanReader(pickle.Unpickler):
         return super().find_class(module, name)
 
 
-def _lines(fd: int, off: int, size: int, n: int) -> list[bytes]:
-    """The first n lines of the block at `off` (and the rest of it, unsplit)."""
-    return os.pread(fd, size, off).split(b"\n", n)
+def _lines(fd: int, off: int, size: int, wanted: Iterable[int]) -> dict[int, bytes]:
+    """The lines at the indices `wanted` of the block at `off`, read 64 KiB at a time (the
+    whole block at once would add to this process's peak RSS)."""
+    out, todo, first, pos, end, carry = {}, sorted(wanted, reverse=True), 0, off, off + size, b""
+    while todo and pos < end:
+        piece = os.pread(fd, min(2**16, end - pos), pos)
+        if not piece:
+            break
+        pos += len(piece)
+        parts = (carry + piece).split(b"\n")
+        carry = parts.pop()  # (a line's start: its end is in the next piece)
+        while todo and todo[-1] < first + len(parts):
+            i = todo.pop()
+            out[i] = parts[i - first]
+        first += len(parts)
+    return out
 
 
 def work(fd: str, start: str, plans: str) -> int:
@@ -319,15 +341,17 @@ def _plan_blocks(fd: int, at: int, plans: str) -> None:
         while True:
             if os.getppid() != parent:
                 return
-            chunk = os.pread(fd, CHUNK, read)
+            chunk = os.pread(fd, PLAN_CHUNK, read)
             if not chunk:
                 break
             read += len(chunk)
             buf = carry + chunk if carry else chunk
+            chunk = None  # (only the block is held while it is planned: the peak RSS)
             cut = buf.rfind(b"\n") + 1
-            carry = buf[cut:]
+            block, carry = buf[:cut], buf[cut:]
+            buf = None
             if cut:
-                plan = shapes.plan(buf[:cut], counted_only=True)
+                plan = shapes.plan(block, counted_only=True)
                 if plan is not None and plan.ordered:
                     plan = None  # lines that need the fold before them first: read by the parent
                 if plan is not None:
@@ -384,6 +408,8 @@ class _State:
     def text_lines(self, data: bytes) -> None:
         """Complete lines (ending in \\n) through the line parsers, as the text reader reads them."""
         if b"\r" in data or len(data) > MAX_LINE_CHARS:
+            from kb.textfile import lines  # (here: the worker process needs none of kb.textfile)
+
             with io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", errors="replace", newline=None) as fh:
                 for line in lines(fh):
                     self.lineno += 1
@@ -837,6 +863,7 @@ class _Shapes:
             shapes[i] = shape
         if ordered:
             return _Plan(len(lines), lines, ordered)
+        del shapes_of  # (less memory held while the numbers are read)
         for shape in self.layouts.values():
             shape.rows.clear()
         for rows in (*self.engine_rows.values(), *self.engine_lines.values()):
@@ -847,19 +874,20 @@ class _Shapes:
         self.other.engine_lines.clear()
         used = [s for s in self.layouts.values() if s.rows]
         fold = self.gather(used)
+        n_access = sum(len(s.rows) for s in used if s.kind == "access")
+        for rows in (*(s.rows for s in used), *self.engine_lines.values()):
+            rows.clear()  # (the block's lines are not held past it: the peak RSS)
         if fold is None:
             return None
         deque(map(list.append, map(_ENGINE_ROWS_OF, shapes), range(len(lines))), 0)
         self.other.engine_rows.clear()
-        plan = _Plan(len(lines), lines, [], {i: lines[i] for i in others}, list(self.engine_rows["sg"]),
-                     list(self.engine_rows["vl"]), sum(len(s.rows) for s in used if s.kind == "access"),
-                     any(s.preempt for s in used), fold)
-        return plan
+        return _Plan(len(lines), lines, [], {i: lines[i] for i in others}, list(self.engine_rows["sg"]),
+                     list(self.engine_rows["vl"]), n_access, any(s.preempt for s in used), fold)
 
-    def apply(self, plan: "_Plan", lines_of: Callable[[int], list[bytes]]) -> bool:
+    def apply(self, plan: "_Plan", lines_of: Callable[[dict], dict | list]) -> bool:
         """A planned block into the parsers' state, in file order; False (nothing changed)
-        if a cap is reached inside it. `lines_of(n)` gives (at least) the block's first n lines
-        (for the kept rows)."""
+        if a cap is reached inside it. `lines_of(indices)` gives the block's lines at those
+        indices (the kept rows), by index."""
         from ingest.serverlog import MAX_RANKS
 
         st, f = self.state, plan.fold
@@ -871,7 +899,7 @@ class _Shapes:
         kept, seen = {}, {st.sgl: st.sgl.sampler.seen + n_sg, st.vll: st.vll.sampler.seen + n_vl}
         if any(-p.sampler.seen % p.sampler.stride < n for p, n in ((st.sgl, n_sg), (st.vll, n_vl))):
             kept = {**self.kept(st.sgl, plan.sg_rows), **self.kept(st.vll, plan.vl_rows)}
-        lines = lines_of(max(kept) + 1) if kept else None
+        lines = lines_of(kept) if kept else None
         base = st.lineno
         for i in sorted([*plan.others, *kept]):
             if i in kept:
@@ -957,6 +985,7 @@ class _Shapes:
         sg = b"\n".join(self.engine_lines["sg"]) if dec else b""
         sg_gen = list(map(float, _SG_GEN.findall(sg))) if dec else []
         sg_acc = list(map(float, _SG_ACC.findall(sg))) if n_acc else []
+        sg = None
         vl_gen = list(map(float, _VL_GEN.findall(b"\n".join(self.engine_lines["vl"])))) if vls else []
         if (len(sg_gen) != sum(len(s.rows) for s in dec) or len(sg_acc) != n_acc
                 or len(vl_gen) != sum(len(s.rows) for s in vls)):
@@ -966,47 +995,51 @@ class _Shapes:
             rows = b"\n".join(b"\n".join(s.rows) for s in access) + b"\n"
             if len(_ACCESS_TAIL.findall(rows)) != sum(len(s.rows) for s in access):
                 return None
-        toks = {s: b"\n".join(s.rows).translate(_NUMBERS).split() for s in dec + pre + vls}
-        if any(len(t) != s.k * len(s.rows) for s, t in toks.items()):
-            return None
-        ranks = set()
-        for s in dec + pre:
+        ranks, engines, runs, qs, per_dec = set(), set(), [], [], []
+        f = {"sg": bool(dec or pre), "dec": None, "pre": [], "vl": [], "extra": [], "sg_gen": sg_gen,
+             "sg_acc": sg_acc, "vl_gen": vl_gen}
+        for s in dec + pre + vls:  # one shape's numbers at a time (less memory held at once)
+            t = b"\n".join(s.rows).translate(_NUMBERS).split()
+            if len(t) != s.k * len(s.rows):
+                return None
             if s.rank:
                 template, idx = s.rank
                 ranks.update(template.format(*(v.decode() for v in vals))
-                             for vals in set(zip(*(toks[s][j::s.k] for j in idx), strict=False)))
-        engines = set()
-        for s in vls:
-            if "v1_eng" in s.fields:
-                engines.update(e.decode() for e in set(s.col(toks[s], "v1_eng")))
-        f = {"ranks": sorted(ranks), "engines": sorted(engines), "eng_ranks": sorted(f"Engine {e}" for e in engines),
-             "sg": bool(dec or pre), "dec": None, "pre": [], "vl": [], "sg_gen": sg_gen, "sg_acc": sg_acc,
-             "vl_gen": vl_gen}
+                             for vals in set(zip(*(t[j::s.k] for j in idx), strict=False)))
+            if s.kind == "sgd":
+                runs.append(_count(s.col(t, "d_run")))
+                if "d_q" in s.fields:
+                    qs.append(_count(s.col(t, "d_q")))
+                per_dec.append((self.usage(s, t, "d"), (runs[-1][0], runs[-1][2]) if s.graph_false else None))
+            elif s.kind == "sgp":
+                f["pre"].append((len(s.rows), self.usage(s, t, "p"),
+                                 max(map(float, s.col(t, "p_in"))) if "p_in" in s.fields else None,
+                                 sum(map(int, s.col(t, "p_new"))), sum(map(int, s.col(t, "p_cached")))))
+            else:
+                f["vl"].append(self.vllm(s, t))
+                if "v1_eng" in s.fields:
+                    engines.update(e.decode() for e in set(s.col(t, "v1_eng")))
+            if s.kind in ("sgd", "sgp"):
+                f["extra"] += [(key, max(map(float, s.col(t, name))))
+                               for name, key in EXTRA.items() if name in s.fields]
         if dec:
-            runs = [_count(s.col(toks[s], "d_run")) for s in dec]
-            qs = [_count(s.col(toks[s], "d_q")) for s in dec if "d_q" in s.fields]
-            f["dec"] = (_merged(runs)[:3], _queue(_merged(qs)) if qs else None,
-                        [(self.usage(s, toks[s], "d"), (r[0], r[2]) if s.graph_false else None)
-                         for s, r in zip(dec, runs, strict=True)])
-        for s in pre:
-            f["pre"].append((len(s.rows), self.usage(s, toks[s], "p"),
-                             max(map(float, s.col(toks[s], "p_in"))) if "p_in" in s.fields else None,
-                             sum(map(int, s.col(toks[s], "p_new"))), sum(map(int, s.col(toks[s], "p_cached")))))
-        f["extra"] = [(key, max(map(float, s.col(toks[s], name))))
-                      for s in dec + pre for name, key in EXTRA.items() if name in s.fields]
-        for s in vls:
-            v1 = s.kind == "v1"
-            t = toks[s]
-            prompt_f, run_f, wait_f, use_f = (("v1_" if v1 else "v0_") + k for k in
-                                              ("prompt", "run", "wait" if v1 else "pend", "use"))
-            pre_n = list(map(int, s.col(t, "v1_pre"))) if s.preempt else None
-            f["vl"].append((
-                _count(s.col(t, run_f))[:3], _queue(_count(s.col(t, wait_f))),
+            f["dec"] = (_merged(runs)[:3], _queue(_merged(qs)) if qs else None, per_dec)
+        f["ranks"], f["engines"] = sorted(ranks), sorted(engines)
+        f["eng_ranks"] = sorted(f"Engine {e}" for e in engines)
+        return f
+
+    @staticmethod
+    def vllm(s: _Shape, t: list) -> tuple:
+        """One vLLM stats shape's figures for _fold."""
+        v1 = s.kind == "v1"
+        prompt_f, run_f, wait_f, use_f = (("v1_" if v1 else "v0_") + k for k in
+                                          ("prompt", "run", "wait" if v1 else "pend", "use"))
+        pre_n = list(map(int, s.col(t, "v1_pre"))) if s.preempt else None
+        return (_count(s.col(t, run_f))[:3], _queue(_count(s.col(t, wait_f))),
                 round(max(map(float, s.col(t, use_f))) / 100, 6), max(map(float, s.col(t, prompt_f))),
                 (float(max(pre_n)), sum(pre_n)) if s.preempt else None,
                 None if v1 else (float(max(map(int, s.col(t, "v0_swap")))),
-                                 max(map(float, s.col(t, "v0_cpu"))) / 100)))
-        return f
+                                 max(map(float, s.col(t, "v0_cpu"))) / 100))
 
     @staticmethod
     def usage(s: _Shape, toks: list, which: str) -> float:

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import IO, Iterator
 
 from kb.errors import InputError
+from kb.linelimit import MAX_LINE_CHARS  # (a streamed line is cut here; kept public here)
 
 SNIFF_BYTES = 8192
 MAX_TEXT_BYTES = 16 * 2**20  # a file read whole (config.json, findings): far above any real one
-MAX_LINE_CHARS = 2**20  # a streamed line is cut here; the rest of it is skipped, not held
 # A findings markdown file (the largest shipped one is 27 KB). Parsing costs ~1 s per MB
 # of prose and up to ~20 s per MB of dense tables, so this bounds a file's parse time.
 MAX_FINDINGS_BYTES = 2**20

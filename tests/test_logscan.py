@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import random
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -283,7 +285,7 @@ def _parallel(monkeypatch) -> dict:
     """Every read from here on by two processes; counts of the worker's plans applied here."""
     monkeypatch.setattr(logscan, "PARALLEL_MIN", 0)
     seen = {"replays": 0, "applied": 0, "workers": []}
-    real_apply, real_replay, real_popen = logscan._Shapes.apply, logscan._replay, logscan.subprocess.Popen
+    real_apply, real_replay, real_popen = logscan._Shapes.apply, logscan._replay, subprocess.Popen
 
     def apply(self, plan, lines_of):
         ok = real_apply(self, plan, lines_of)
@@ -300,7 +302,7 @@ def _parallel(monkeypatch) -> dict:
 
     monkeypatch.setattr(logscan._Shapes, "apply", apply)
     monkeypatch.setattr(logscan, "_replay", replay)
-    monkeypatch.setattr(logscan.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)  # (logscan imports it when it starts the worker)
     return seen
 
 
@@ -403,8 +405,8 @@ def test_parallel_worker_that_fails_leaves_its_part_to_this_process(mixed, monke
 def test_parallel_worker_stops_when_this_process_fails(mixed, monkeypatch, tmp_path):
     seen = _parallel(monkeypatch)
     made = []
-    real_tmp = logscan.tempfile.TemporaryDirectory
-    monkeypatch.setattr(logscan.tempfile, "TemporaryDirectory", lambda **k: made.append(real_tmp(**k)) or made[-1])
+    real_tmp = tempfile.TemporaryDirectory
+    monkeypatch.setattr(tempfile, "TemporaryDirectory", lambda **k: made.append(real_tmp(**k)) or made[-1])
     real = run._line_parsers
 
     def failing(path):
@@ -439,3 +441,19 @@ def test_plan_reader_refuses_any_other_class():
     hostile = b"cos\nsystem\n(S'touch /tmp/kb-pwned'\ntR."  # protocol 0: os.system('touch …')
     with pytest.raises(pickle.UnpicklingError, match="os.system"):
         logscan._PlanReader(io.BytesIO(hostile)).load()
+
+
+def test_kept_rows_lines_read_in_pieces_are_the_blocks_own(tmp_path):
+    """The worker's block lines this process reads back for kept rows (logscan._lines, 64 KiB
+    at a time): the same bytes as the block's own split, wherever the pieces cut a line."""
+    rnd = random.Random(7)
+    block = b"".join(bytes(rnd.choice(b"ab ") for _ in range(rnd.randint(0, 40_000))) + b"\n" for _ in range(40))
+    block += b"".join(bytes(rnd.choice(b"ab ") for _ in range(rnd.randint(0, 300))) + b"\n" for _ in range(3000))
+    path = tmp_path / "block.log"
+    path.write_bytes(b"head line\n" + block + b"tail line\n")
+    lines = block.split(b"\n")
+    with open(path, "rb") as fh:
+        for _ in range(100):
+            wanted = set(rnd.sample(range(len(lines) - 1), rnd.randint(1, 25)))
+            assert logscan._lines(fh.fileno(), 10, len(block), wanted) == {i: lines[i] for i in wanted}
+        assert logscan._lines(fh.fileno(), 10, len(block), {len(lines) - 2}) == {len(lines) - 2: lines[-2]}
