@@ -172,8 +172,8 @@ def fit_version(argv: list[str], catalog: Catalog) -> tuple[list[str], list[str]
             out += argv[i:j]
         else:
             new, why = catalog.resolve(parsed)
-            where = f" (the nearest catalogued version to {catalog.requested})" if catalog.requested != catalog.version \
-                else ""
+            nearest = catalog.requested != catalog.version
+            where = f" (the nearest catalogued version to {catalog.requested})" if nearest else ""
             if new:
                 out += [new + eq + value, *argv[i + 1:j]]
                 notes.append(f"{flag} in your command: {why}{where}: written as {new}")
