@@ -2,7 +2,8 @@
 
 What it flags: the run's own words state that an engine upgrade made things worse:
 a version that worked ("worked on 0.10.2", "0.10.2 was fine", "with 0.10.2 we got
-40 tok/s", "rolling back to 0.10.2 fixes it"), a move to a newer one ("after upgrading
+40 tok/s", "rolling back to 0.10.2 fixes it", "it works with the pinned vllm 0.24.0", also
+after the error lines, once a regression is stated), a move to a newer one ("after upgrading
 to 0.11.0", "since 0.11.0", "0.10.2 -> 0.11.0", "moving from 0.10.2 to 0.11.0", "between
 0.10.2 and 0.11.0") and a regression word near it (slower, regression, drop, crash,
 broke, fails, garbage, OOM, hangs…). Only versions of the engine the run is about count
