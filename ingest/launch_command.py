@@ -117,6 +117,9 @@ def parse_launch_command(text: str, where: Where | None = None) -> LaunchCommand
     entry = m.group(1) if m.re is _PY_ENTRY else f"{m.group(1)} serve"
     tokens = shell_words(tail)
     positional: list[str] = []
+    if in_prose(text[:start], tokens, entry.endswith(" serve")):
+        tokens = prose_command(tokens, engine, entry.endswith(" serve"))
+        raw = (text[start: m.end()] + " " + shlex.join(tokens)).strip()
     if entry.endswith(" serve") and tokens and not _is_flag(tokens[0]):
         positional.append(tokens.pop(0))  # `vllm serve MODEL`
     args = flag_values(tokens, positional)
@@ -206,6 +209,59 @@ def _scrub(raw: str, flags: list[str], env_keys: list[str]) -> str:
 
 def _is_flag(tok: str) -> bool:
     return len(tok) > 1 and tok[0] == "-" and not re.match(r"-\.?\d", tok)
+
+
+# words that follow `vllm serve` in a sentence ("vllm serve on 2x RTX 5090 with ...") but
+# never name a model
+_PROSE_WORDS = frozenset(
+    "on with in for to and or but at from via using when after before is was fails failed crashes crashed "
+    "hangs errors works worked does doesn't did didn't can't cannot".split())
+_CLAUSE_END = re.compile(r"[,:;]$|[A-Za-z)]\.$")  # "flashinfer_b12x," "anything:" "Qwen3.6-35B-A3B."
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?$")
+
+
+def in_prose(before: str, tokens: list[str], serve: bool) -> bool:
+    """Whether a launch command sits inside a sentence: words lead up to it on its line
+    ("... on 8x H200 with sglang serve --tp 8 ..."), an English word follows `serve`, or a
+    word after it closes a clause ("--moe-backend flashinfer_b12x, NVFP4 ...")."""
+    lead = before.rsplit("\n", 1)[-1]
+    if re.search(r"[A-Za-z]{2,}", lead) and not _CLI_LEAD.search(lead):
+        return True
+    if serve and tokens and tokens[0].lower() in _PROSE_WORDS:
+        return True
+    return any(_CLAUSE_END.search(t) for t in tokens if not _is_flag(t) and not t.startswith(("{", "[")))
+
+
+def prose_command(tokens: list[str], engine: str, serve: bool) -> list[str]:
+    """The command's own words when it sits in a sentence: the words before the first flag
+    only if one is a model path, then each flag with at most its value (more values only
+    while they are numbers: `--cuda-graph-sizes 1 2 4`); the first other word, or a value
+    that closes a clause, ends the command, because there the sentence resumes."""
+    catalog = newest_flags(engine)
+    out: list[str] = []
+    i, n = 0, len(tokens)
+    while i < n and not _is_flag(tokens[i]):
+        word = tokens[i].rstrip(",:;.")
+        if serve and not out and "/" in word:
+            out.append(word)  # `vllm serve org/model, ...`
+        i += 1
+    while i < n and _is_flag(tokens[i]):
+        flag = tokens[i]
+        out.append(flag)
+        i += 1
+        if "=" in flag or catalog.get(flag, {}).get("takes_value", True) is False:
+            continue
+        if i < n and not _is_flag(tokens[i]):
+            value = tokens[i]
+            i += 1
+            if _CLAUSE_END.search(value):
+                out.append(value.rstrip(",:;."))
+                break
+            out.append(value)
+            while i < n and _NUMBER.match(tokens[i]) and _NUMBER.match(value):
+                out.append(tokens[i])
+                i += 1
+    return out
 
 
 def flag_values(tokens: list[str], positional: list[str]) -> dict[str, Any]:

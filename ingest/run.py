@@ -19,6 +19,7 @@ from typing import Iterable, Iterator
 
 from ingest.bench_command import BenchCommandLines
 from ingest.generic_results import KIND as GENERIC  # its tables get a column report
+from ingest.jsonlog import as_text
 from ingest.launch_command import LaunchCommand
 from kb.engineversion import version_in
 from kb.errors import InputError
@@ -146,8 +147,12 @@ def read_file(p: Path, warnings: list[str], since: int | None = None) -> tuple[l
     # (trying it as JSON read a log of up to 256 MB whole into memory, then line by line again)
     if first in (b"{", b"[") and not _LOG_START.match(head):
         found = _read_json(p, warnings)
-        if found is not None:
+        if found is not None and (found[0] or found[1]):
             return found
+        if found is not None:
+            # JSON no reader knows (a service's JSON log lines, issue 13): any text is evidence,
+            # so its messages are read as the log lines they are
+            return _read_lines(p, since, as_text)
     return _read_lines(p, since)
 
 
@@ -209,7 +214,7 @@ def _read_json(p: Path, warnings: list[str]) -> tuple[list, list[str]] | None:
 STATS_MARKERS = ("Decode batch", "Prefill batch", "Avg prompt throughput", "Avg generation throughput")
 
 
-def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
+def _read_lines(p: Path, since: int | None = None, translate=None) -> tuple[list, list[str]]:
     from ingest.formats import prose, stats_kinds
 
     text = prose().reader(str(p))
@@ -218,6 +223,14 @@ def _read_lines(p: Path, since: int | None = None) -> tuple[list, list[str]]:
     every = [*parsers, text]
     if since is not None and 0 < since <= p.stat().st_size:
         _feed_since(p, since, every, logs)
+    elif translate:  # each line rewritten first (JSON log lines): the plain loop, not the scanner
+        from kb.textfile import lines as bounded_lines  # `lines` is a local name below
+
+        with open(p, "rb") as fh:
+            for n, raw in enumerate(bounded_lines(fh), 1):
+                line = translate(raw.decode("utf-8", errors="replace"))
+                for parser in (logs if any(m in line for m in STATS_MARKERS) else every):
+                    parser.feed(n, line)
     else:
         from ingest import logscan
         from kb.progress import file_progress

@@ -112,6 +112,27 @@ class Catalog:
             return f"no flag catalog for {self.engine} {self.requested}: using the nearest known version {self.version}"
         return None
 
+    def resolve(self, flag: str) -> tuple[str | None, str | None]:
+        """(the spelling this version takes, a note when it differs) or (None, why not): a
+        renamed setting, the other engine's spelling, or the flag's destination in another
+        catalogued version of this engine."""
+        if self.has(flag):
+            return flag, None
+        for table in SETTINGS.values():
+            for setting, names in table.items():
+                if flag in names:
+                    new = self.flag_for(setting)
+                    if new:
+                        return new, f"{flag} is spelled {new} in {self.engine} {self.version}"
+        for v in reversed(versions(self.engine)):
+            info = load(self.engine, v).get(flag)
+            if info and info.get("dest"):
+                same = [f for f, i in self.flags.items() if i.get("dest") == info["dest"]]
+                if same:
+                    return same[0], f"{flag} ({self.engine} {v}) is {same[0]} in {self.engine} {self.version}"
+                break
+        return None, f"{flag} is not a {self.engine} {self.version} flag"
+
     def spellings(self, flag: str) -> list[str]:
         """Every other spelling of `flag`'s setting, in any catalogued version: this version's
         aliases (`--tp` for `--tp-size`) and the setting's names in other versions

@@ -7,7 +7,8 @@ import shlex
 from dataclasses import dataclass
 
 from kb.argv import docker_image_at
-from kb.flags import Catalog
+from kb.flagdata import newest_flags
+from kb.flags import Catalog, as_parsed
 
 LAUNCHERS = {"sglang": ["python", "-m", "sglang.launch_server"], "vllm": ["vllm", "serve"]}
 
@@ -109,7 +110,8 @@ def current(ev, engine: str, catalog: Catalog) -> Current:
     the rest of the user's command."""
     if ev.launch_argv:
         argv, notes = repair_dashes(list(ev.launch_argv), catalog)
-        return Current(argv, notes=tuple(notes))
+        argv, fitted = fit_version(argv, catalog)
+        return Current(argv, notes=tuple(notes + fitted))
     model = known_model(ev)
     argv = base_argv(engine, catalog, ev.server_args, model or MODEL)
     if model and ev.server_args_complete:
@@ -136,6 +138,49 @@ def repair_dashes(argv: list[str], catalog: Catalog) -> tuple[list[str], list[st
                          f"{flag[:2]} {flag[2:]}): written as -{flag}")
             w = "-" + w
         out.append(w)
+    return out, notes
+
+
+def fit_version(argv: list[str], catalog: Catalog) -> tuple[list[str], list[str]]:
+    """The user's command for the version the run states: a flag that version lacks is
+    written in its spelling when the catalog knows the setting under another name, else
+    left out with its values (the server would refuse to start: `unrecognized arguments`),
+    each said in a note. Only with the version known: on the newest catalog by default, a
+    flag it lacks may be a newer one kb has no catalog for. A unique prefix of a flag
+    stays (argparse takes abbreviations)."""
+    if not catalog.requested:
+        return argv, []
+    names = set(catalog.flags)
+    for info in catalog.flags.values():
+        names.update((info or {}).get("aliases") or [])
+    image = docker_image_at(argv)
+    out, notes = list(argv[:image + 1]) if image is not None else [], []
+    i = len(out)
+    while i < len(argv):
+        word = argv[i]
+        j = i + 1
+        if not word.startswith("--"):
+            out.append(word)
+            i = j
+            continue
+        flag, eq, value = word.partition("=")
+        if not eq and newest_flags(catalog.engine).get(flag, {}).get("takes_value") is not False:
+            while j < len(argv) and not argv[j].startswith("-"):
+                j += 1  # its values
+        parsed = as_parsed(catalog.engine, flag)
+        if parsed in names or sum(n.startswith(parsed) for n in names if n.startswith("--")) == 1:
+            out += argv[i:j]
+        else:
+            new, why = catalog.resolve(parsed)
+            nearest = catalog.requested != catalog.version
+            where = f" (the nearest catalogued version to {catalog.requested})" if nearest else ""
+            if new:
+                out += [new + eq + value, *argv[i + 1:j]]
+                notes.append(f"{flag} in your command: {why}{where}: written as {new}")
+            else:
+                notes.append(f"{flag} in your command is not a {catalog.engine} {catalog.version} flag{where}: "
+                             "left out of the printed command")
+        i = j
     return out, notes
 
 

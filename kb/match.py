@@ -20,8 +20,8 @@ from typing import Callable
 from kb import conditions as cond
 from kb.errors import ODD_VALUE
 from kb.evidence import RunEvidence, TextLine
-from kb.flagdata import load, version_key, versions
-from kb.flags import SETTINGS, Catalog
+from kb.flagdata import version_key
+from kb.flags import Catalog
 from kb.hardware import gpu_arch, lookup_gpu
 from kb.records import SEVERITY_ORDER, Condition, Finding, Signal
 from kb.vocab import FIX_CLASS_WORDS, MODELS, QUANTIZATIONS, model_in
@@ -434,22 +434,7 @@ def resolve_flag(flag: str, engine: str, catalog: Catalog | None) -> tuple[str |
     """(the spelling this engine version takes, a note when it differs) or (None, why not)."""
     if catalog is None:
         return None, "no flag catalog"
-    if catalog.has(flag):
-        return flag, None
-    for _eng, table in SETTINGS.items():  # a renamed setting, or the other engine's spelling
-        for setting, spellings in table.items():
-            if flag in spellings:
-                new = catalog.flag_for(setting)
-                if new:
-                    return new, f"{flag} is spelled {new} in {engine} {catalog.version}"
-    for v in reversed(versions(engine)):  # the flag's destination in another version of this engine
-        info = load(engine, v).get(flag)
-        if info and info.get("dest"):
-            same = [f for f, i in catalog.flags.items() if i.get("dest") == info["dest"]]
-            if same:
-                return same[0], f"{flag} ({engine} {v}) is {same[0]} in {engine} {catalog.version}"
-            break
-    return None, f"{flag} is not a {engine} {catalog.version} flag"
+    return catalog.resolve(flag)
 
 
 # ------------------------------------------------------------------ scoring

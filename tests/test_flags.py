@@ -88,3 +88,43 @@ def test_int_choices_accept_their_values():
     from kb.flags import catalog
 
     assert catalog("vllm", "0.11.0").check("--block-size", 16) is None
+
+
+# issue 13: a flag the user wrote that the stated version lacks leaves the printed command
+# (e20, verbatim: vLLM 0.10.x had no --all2all-backend and refused to start with it)
+E20 = ("Trying to run DeepSeek with expert parallel and DeepEP:\n"
+       "vllm serve deepseek-ai/DeepSeek-V2-Lite --data-parallel-size 2 --enable-expert-parallel "
+       "--all2all-backend deepep_low_latency\n"
+       "vllm: error: unrecognized arguments: --all2all-backend deepep_low_latency\n"
+       "vllm 0.10.2\n")
+
+
+def test_a_flag_the_stated_version_lacks_is_left_out_of_every_printed_command(tmp_path, monkeypatch):
+    from ingest.run import read_run
+    from kb.diagnose import diagnose
+
+    (tmp_path / "issue.txt").write_text(E20)
+    ev = read_run([tmp_path / "issue.txt"])
+    assert ev.engine_version == "0.10.2" and "--all2all-backend" in ev.launch_argv
+    d = diagnose(ev, [])
+    commands = [c for r in d.recommendations for c in r.commands if "vllm serve" in c]
+    assert commands and not any("--all2all-backend" in c for c in commands)
+    assert all("--enable-expert-parallel" in c and "deepep_low_latency" not in c.split("vllm serve")[1]
+               for c in commands)
+    assert any("--all2all-backend in your command is not a vllm 0.10.1.1 flag" in w for w in d.warnings)
+
+
+def test_fit_version_renames_a_known_setting_and_keeps_what_the_version_takes():
+    from kb.flags import catalog
+    from kb.launchcmd import fit_version
+
+    sg = catalog("sglang", "0.5.23")
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", "m", "--cuda-graph-max-bs", "160", "--tp", "8"]
+    out, notes = fit_version(argv, sg)
+    assert out == ["python", "-m", "sglang.launch_server", "--model-path", "m", "--cuda-graph-max-bs-decode", "160",
+                   "--tp", "8"]
+    assert len(notes) == 1 and "written as --cuda-graph-max-bs-decode" in notes[0]
+    # the version unknown (newest catalog by default): a flag it lacks may be newer, so it stays
+    unknown = catalog("vllm")
+    argv = ["vllm", "serve", "m", "--flag-from-the-future", "1"]
+    assert fit_version(argv, unknown) == (argv, [])

@@ -240,3 +240,38 @@ def test_docker_command_is_relaunched_with_its_prefix():
     argv = launchcmd.apply(_argv(c), [("--tensor-parallel-size", 4, ["-tp"])])
     assert argv[:6] == ["docker", "run", "--gpus", "all", "-p", "8000:8000"]
     assert "-tp" not in argv and argv[argv.index("--tensor-parallel-size") + 1] == "4"
+
+
+# issue 13: a launch command written inside a sentence ends where the sentence's words resume
+# (verbatim from a knowledge helper's evidence of this session)
+def test_command_in_a_sentence_ends_at_the_prose():
+    text = ("DeepSeek-V4-Pro FP8 on 8x H200 with sglang serve --tp 8 --mem-fraction-static 0.88 aborts at "
+            "scheduler init before serving anything:\n")
+    cmd = parse_launch_command(text)
+    assert cmd.args == {"--tp": "8", "--mem-fraction-static": "0.88"}
+    assert cmd.raw == "sglang serve --tp 8 --mem-fraction-static 0.88"
+
+
+def test_serve_followed_by_prose_words_has_no_model():
+    text = ("vllm serve on 2x RTX 5090 with --data-parallel-size 2 --moe-backend flashinfer_b12x, NVFP4 "
+            "Qwen3.6-35B-A3B. Startup fails in profile_run:\n")
+    cmd = parse_launch_command(text)
+    assert cmd.model is None and cmd.positional == []
+    assert cmd.args == {"--data-parallel-size": "2", "--moe-backend": "flashinfer_b12x"}
+    assert cmd.raw == "vllm serve --data-parallel-size 2 --moe-backend flashinfer_b12x"
+
+
+def test_prose_command_keeps_numeric_lists_and_switches():
+    cmd = parse_launch_command("On 4x H100 with sglang serve --model-path org/m --enable-dp-attention "
+                               "--cuda-graph-bs 1 2 4 8 it hangs")
+    assert cmd.model == "org/m"
+    assert cmd.args["--enable-dp-attention"] is True
+    assert cmd.args["--cuda-graph-bs"] == ["1", "2", "4", "8"]
+    assert "hangs" not in cmd.raw
+
+
+def test_real_command_keeps_multi_value_flags():
+    cmd = parse_launch_command("vllm serve org/m --cuda-graph-sizes 1 2 4 --compilation-config "
+                               "'{\"level\": 3, \"cudagraph_mode\": \"FULL\"}'")
+    assert cmd.args["--cuda-graph-sizes"] == ["1", "2", "4"]
+    assert cmd.args["--compilation-config"] == '{"level": 3, "cudagraph_mode": "FULL"}'

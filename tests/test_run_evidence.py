@@ -210,3 +210,27 @@ def test_prose_around_a_pasted_command_stays_prose(tmp_path):
     assert str(ev.server_args.get("max_num_seqs")) == "64"
     prose = [t.text for t in ev.text if t.kind == "prose"]
     assert prose == ["After upgrading the container the decode speed dropped by half on the same hardware."]
+
+
+# issue 13: any text is evidence. A service's JSON log lines (llm-d's router, verbatim from a
+# public thread) were skipped as "not a recognised format"; their messages are log lines.
+LLMD_LINE = ('{"level":"error","caller":"prefix/plugin.go:113","msg":"PrefixCacheMatchInfo not found '
+             'for endpoint, assigning score 0"}\n')
+
+
+@pytest.mark.parametrize("name", ["server.log", "epp.txt", "epp.jsonl"])
+def test_json_log_lines_are_read_as_text(tmp_path, name):
+    p = tmp_path / name
+    p.write_text(LLMD_LINE + '{"level":"info","ts":"2026-08-01T10:00:00Z","msg":"Starting endpoint picker"}\n')
+    ev = read_run([p])
+    assert "skipped" not in ev.files[0], ev.files
+    texts = [t.text for t in ev.text]
+    assert any(t.startswith("ERROR PrefixCacheMatchInfo not found for endpoint, assigning score 0") for t in texts)
+    assert any("caller=prefix/plugin.go:113" in t for t in texts)
+
+
+def test_a_json_line_without_a_message_stays_as_written():
+    from ingest.jsonlog import as_text
+
+    assert as_text('{"a": 1}') == '{"a": 1}'
+    assert as_text('{"message": "engine died", "severity": "warning", "pid": 7}') == "WARNING engine died pid=7"

@@ -126,3 +126,37 @@ def test_another_regressions_measured_gain_is_not_this_pins_expected_gain(tmp_pa
     assert rec.findings, "engine-version findings are still cited"
     assert rec.expected_gain is None and rec.expected_ratio is None
     assert any("their gains are not this fix's" in n for n in rec.notes)
+
+
+# issue 13: the version that worked, written after the error it avoids (verbatim, KServe thread
+# evidence of this session): before, kb pinned the nearest catalogued release and said the text
+# named no version that worked
+KSERVE = ("KServe huggingfaceserver with the vLLM backend: after bumping vLLM to 0.25.1 in our image the predictor "
+          "fails at engine startup:\nModuleNotFoundError: No module named 'vllm.entrypoints.serve.render'\n"
+          "After patching the import by hand:\nTypeError: OpenAIServingChat.__init__() missing 1 required "
+          "keyword-only argument: 'online_renderer'\nIt works with the pinned vllm 0.24.0.\n")
+
+
+def test_works_with_the_pinned_version_is_the_good_version(tmp_path):
+    rec = _kb116(tmp_path, {"issue.txt": KSERVE})
+    assert rec is not None and rec.commands[0] == 'pip install "vllm==0.24.0"'
+    assert "0.24.0 worked and 0.25.1 regressed" in rec.rationale
+    assert not any("names no version that worked" in n for n in rec.notes)
+
+
+@pytest.mark.parametrize("prose,pin", [
+    ("After upgrading to vllm 0.11.0 decode crashes.\nvllm 0.10.1 works.\n", "0.10.1"),
+    ("Since vllm 0.11.0 decode is slower. It was fine on the older vllm 0.10.1.1\n", "0.10.1.1"),
+    # the other package's version, or a GPU count, is not the good engine version
+    ("After upgrading to vllm 0.11.0 decode crashes.\nIt works with torch 2.8.0.\n", "0.10.1.1"),
+    ("After upgrading to vllm 0.11.0 decode crashes.\nvllm works with 2.5 GB free.\n", "0.10.1.1"),
+    # the pinned version that itself fails is not the good one
+    ("After upgrading to vllm 0.11.0 decode crashes.\nThe pinned vllm 0.10.1 crashes too.\n", "0.10.1.1"),
+])
+def test_worked_version_phrasings(tmp_path, prose, pin):
+    rec = _kb116(tmp_path, {"notes.txt": prose}, engine="vllm")
+    assert rec is not None and rec.commands[0] == f'pip install "vllm=={pin}"'
+
+
+def test_a_worked_version_alone_does_not_fire(tmp_path):
+    assert _kb116(tmp_path, {"notes.txt": "It works with the pinned vllm 0.10.1.\n"}, engine="vllm") is None

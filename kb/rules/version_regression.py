@@ -2,7 +2,8 @@
 
 What it flags: the run's own words state that an engine upgrade made things worse:
 a version that worked ("worked on 0.10.2", "0.10.2 was fine", "with 0.10.2 we got
-40 tok/s", "rolling back to 0.10.2 fixes it"), a move to a newer one ("after upgrading
+40 tok/s", "rolling back to 0.10.2 fixes it", "it works with the pinned vllm 0.24.0", also
+after the error lines, once a regression is stated), a move to a newer one ("after upgrading
 to 0.11.0", "since 0.11.0", "0.10.2 -> 0.11.0", "moving from 0.10.2 to 0.11.0", "between
 0.10.2 and 0.11.0") and a regression word near it (slower, regression, drop, crash,
 broke, fails, garbage, OOM, hangs…). Only versions of the engine the run is about count
@@ -44,15 +45,21 @@ _AT = rf"(?<![\w.]){_NAME}{_V}"
 # on a vLLM run); checked on the words just before the version
 _OTHER = re.compile(r"\b(?:torch|pytorch|cuda|cu|python|transformers|driver|nccl|triton|flashinfer|xformers|"
                     r"flash[-_ ]?attn|nvidia|ubuntu|numpy|ray|{other})[\s=:v-]*$", re.I)
+# a count of GPUs or memory is not a version: "works with 2.5 GB", "fine on 8x H100"
+_NOT_HW = r"(?!\s*(?:x\b|gpus?\b|cards?\b|nodes?\b|gb\b|gib\b|tb\b|%))"
 _GOOD = [re.compile(p, re.I) for p in (
     rf"\b(?:work(?:ed|s|ing)?|ran|runs|fine|ok|okay|was\s+(?:fine|ok|okay|good|fast(?:er)?|stable|normal))\s+(?:fine\s+|well\s+|ok\s+)?"
-    rf"(?:on|with|in|under)\s+{_AT}",
+    rf"(?:on|with|in|under)\s+(?:the\s+|our\s+)?(?:(?:pinned|old(?:er)?|previous|earlier|last)\s+)?{_AT}{_NOT_HW}",
+    # "vllm 0.24.0 works", "0.10.2 still works" (`works only with`/`works but` are not a good version)
+    rf"{_AT},?\s+(?:still\s+)?(?:works|worked)\b(?!\s+(?:only|partially|but|worse|slower))",
     rf"{_AT},?\s+(?:it\s+|everything\s+|things\s+|all\s+)?(?:was|is|works?|worked|ran|runs|used\s+to\s+(?:be|work))\s+(?:fine|ok|okay|good|great|fast(?:er)?|"
     rf"normal|stable|correct|well)\b",
     rf"\bwith\s+{_AT},?\s+(?:we|i|it)\s+(?:got|get|saw|had|see|reach(?:ed)?)\b",  # marked (see _ON)
     rf"\b(?:downgrad\w*|roll(?:ed|ing)?\s+back|revert(?:ed|ing)?|go(?:ing)?\s+back|went\s+back|pinn?(?:ed|ing)?)"
     rf"\s+(?:\w+\s+){{0,2}}to\s+{_AT}",
+    rf"\b(?:the\s+|our\s+)pinned\s+{_AT}{_NOT_HW}",  # "the pinned vllm 0.24.0" (checked by _pinned_ok)
 )]
+_PINNED = _GOOD[-1]
 _MOVE = [re.compile(p, re.I) for p in (
     rf"\b(?:upgrad\w*|updat\w*|mov\w*|switch\w*|bump\w*|migrat\w*|go(?:ing)?|went)\s+(?:\w+\s+){{0,2}}?"
     rf"(?:from\s+{_AT}\s+)?to\s+{_AT}",
@@ -66,7 +73,7 @@ _SINCE = [re.compile(p, re.I) for p in (
 )]
 # "on X" / "with X" near a regression word: X is a version only when written as one (an engine
 # name or `v` before it, or three numbers), not `with 0.9 it OOMs` (a memory fraction)
-_ON = re.compile(rf"\b(?:on|in|with)\s+{_AT}", re.I)
+_ON = re.compile(rf"\b(?:on|in|with)\s+{_AT}{_NOT_HW}", re.I)
 _REGRESSION = re.compile(
     r"\bslow\w*|\bregress\w*|\bdrop\w*|\bcrash\w*|\bbr(?:oke|eaks?|oken)\b|\bfail\w*|\bgarbage\b|\bgibberish\b|"
     r"\bOOM\b|out of memory|\bhang\w*|\bstuck\b|\bdegrad\w*|\bworse\b|\bsegfault|\bhalf\s+as\s+fast|\bhalved\b|"
@@ -103,6 +110,13 @@ def _versions(m: re.Match, text: str, other: re.Pattern, marked: bool = False) -
             and (not marked or _marked(text, m.start(i), m.group(i)))]
 
 
+def _pinned_ok(text: str, m: re.Match) -> bool:
+    """`the pinned X` is the version that worked unless its own clause says it fails
+    ("the pinned 0.25.1 crashes")."""
+    clause = re.split(r"[.;,]\s|\bbut\b", text[m.end():], maxsplit=1)[0]
+    return not _REGRESSION.search(clause)
+
+
 def _near(lines: list[TextLine], i: int) -> bool:
     """A regression word on this line or the ones beside it."""
     return any(_REGRESSION.search(t.text) for t in lines[max(0, i - 1):i + 2])
@@ -118,20 +132,27 @@ def statement(lines: list[TextLine], engine: str) -> dict | None:
     bad: list[str] = []
     fixed: list[str] = []
     where: list[int] = []
+    far_good: list[tuple[int, list[str]]] = []  # a version that worked, said away from any regression word
     for i, t in enumerate(lines):
         text = t.text
         named = bool(ENGINE_WORD[engine].search(text))
         if not named and ENGINE_WORD["sglang" if engine == "vllm" else "vllm"].search(text):
             continue  # a line about the other engine only
         fixed += [v for rx in _FIXED for m in rx.finditer(text) for _, v in _versions(m, text, other)]
-        if not _near(lines, i):
-            continue
         said = False
+        near = _near(lines, i)
         for rx in _GOOD:
             for m in rx.finditer(text):
+                if rx is _PINNED and not _pinned_ok(text, m):
+                    continue
                 vs = _versions(m, text, other, marked=not named)
-                good += [v for _, v in vs]
-                said = said or bool(vs)
+                if near:
+                    good += [v for _, v in vs]
+                    said = said or bool(vs)
+                elif vs:  # "It works with the pinned vllm 0.24.0." lines after the error it avoids
+                    far_good.append((i, [v for _, v in vs]))
+        if not near:
+            continue
         for rx in _MOVE:
             for m in rx.finditer(text):
                 upgrade = rx is _MOVE[0] and re.match(r"(?:upgrad|updat|bump)", m.group(0), re.I)
@@ -148,6 +169,10 @@ def statement(lines: list[TextLine], engine: str) -> dict | None:
                     bad += vs
                     said = True
         if said:
+            where.append(i)
+    if bad:  # a worked version away from the regression words counts once a regression is stated
+        for i, vs in far_good:
+            good += vs
             where.append(i)
     bad = [b for b in bad if b not in good]
     if not where or not (good or bad):
