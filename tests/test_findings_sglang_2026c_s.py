@@ -6,7 +6,7 @@ side: healthy or unrelated evidence proposes none of them."""
 from __future__ import annotations
 
 import pytest
-from thin_evidence import LAUNCH, NOTES, diagnose_files as _diagnose, position as _position, shipped_findings
+from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, position as _position, shipped_findings
 
 PREFIX = "s26c-"
 
@@ -40,6 +40,24 @@ CASES = [
      {NOTES: "GLM-5.2 MXFP4 on our MI355X node: per-user speed at low concurrency trails the AMD recipe by "
              "roughly ten percent. Our env file sets SGLANG_OPT_USE_TOPK_V2=true as an older recipe said.\n"},
      "8x MI355X", "sglang"),
+    ("s26c-sm120-mla-triton-fp8-kv",
+     {NOTES: "DeepSeek-V3 style MLA model on four RTX 5090s: we need an fp8 kv cache to fit long contexts, but "
+             "flashinfer has no FP8 attention on these cards and the triton backend slow beyond 32k tokens.\n"},
+     "4x RTX 5090", "sglang"),
+    ("s26c-sglang-0512-nixl-pd-dense-hang",
+     {NOTES: "Upgraded our PD pair to sglang 0.5.12 and now requests stall: prefill logs the transfer, but the "
+             "decode never produces tokens for Llama-3.1-8B. Rolling back fixes it.\n",
+      LAUNCH: "python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct "
+              "--disaggregation-mode decode --disaggregation-transfer-backend nixl\n"}, "2x H100", "sglang"),
+    ("s26c-sglang-moe-lora-partial-rank",
+     {NOTES: "Our rank-8 adapter on Qwen3-30B-A3B outputs nonsense in sglang, yet the same adapter merged offline "
+             "is fine. The server was started with max-lora-rank 32 so bigger adapters fit too.\n",
+      LAUNCH: "python3 -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --enable-lora "
+              "--lora-paths support=/adapters/support --max-lora-rank 32\n"}, "1x H100", "sglang"),
+    ("s26c-ascend-pd-uint64-bootstrap-room",
+     {LOG: "[2026-02-20 08:00:01 TP0] RuntimeError: Tensor self not implemented for DT_UINT64\n",
+      LAUNCH: "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3.1 --device npu "
+              "--attention-backend ascend --disaggregation-mode decode\n"}, None, "sglang"),
 ]
 
 
