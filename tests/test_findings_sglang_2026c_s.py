@@ -58,6 +58,10 @@ CASES = [
      {LOG: "[2026-02-20 08:00:01 TP0] RuntimeError: Tensor self not implemented for DT_UINT64\n",
       LAUNCH: "python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3.1 --device npu "
               "--attention-backend ascend --disaggregation-mode decode\n"}, None, "sglang"),
+    ("s26c-sglang-059-qwen35-dense-tp-precision",
+     {NOTES: "On sglang 0.5.9 our Qwen3.5-27B across two GPUs answers with garbled nonsense half the time; "
+             "the identical checkpoint under vLLM is fine.\n",
+      LAUNCH: "python3 -m sglang.launch_server --model-path Qwen/Qwen3.5-27B --tp-size 2\n"}, "2x H100", "sglang"),
 ]
 
 
