@@ -62,6 +62,9 @@ CASES = [
      {NOTES: "On sglang 0.5.9 our Qwen3.5-27B across two GPUs answers with garbled nonsense half the time; "
              "the identical checkpoint under vLLM is fine.\n",
       LAUNCH: "python3 -m sglang.launch_server --model-path Qwen/Qwen3.5-27B --tp-size 2\n"}, "2x H100", "sglang"),
+    ("s26c-sglang-vit-cuda-graph-env",
+     {NOTES: "Screenshots to Qwen2.5-VL-7B on sglang take about a second before any text appears; nsys shows the "
+             "ViT as a long train of tiny kernel launches with idle gaps between them.\n"}, "4x H100", "sglang"),
 ]
 
 
