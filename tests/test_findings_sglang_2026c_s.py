@@ -6,14 +6,14 @@ side: healthy or unrelated evidence proposes none of them."""
 from __future__ import annotations
 
 import pytest
-from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, position as _position, shipped_findings
+from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, position as _position
 
 PREFIX = "s26c-"
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    return shipped_findings(tmp_path_factory)
+@pytest.fixture
+def shipped(shipped_records):
+    return shipped_records  # one read-only index per test process (tests/conftest.py)
 
 
 def _ours(dx) -> list[str]:
