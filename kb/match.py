@@ -379,7 +379,9 @@ def check(c: Condition, f: Facts) -> Check:
         if not needle:  # punctuation only ("!!!!" as garbled output): normalising would leave "", in every line
             raw = p.pattern.strip().lower()
             return Check(c, *_find(f, lambda t: raw in t.lower(), kinds=("prose",)))
-        return Check(c, *_find(f, lambda t: needle in _norm_text(t), kinds=("prose",)))
+        # whole words: a short phrase must not fire inside another word ("ViT" in "connectivity")
+        words = re.compile(r"(?<!\w)" + re.escape(needle) + r"(?!\w)")
+        return Check(c, *_find(f, lambda t: bool(words.search(_norm_text(t))), kinds=("prose",)))
     return Check(c, UNKNOWN, "not checkable")
 
 

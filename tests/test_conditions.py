@@ -108,3 +108,13 @@ def test_inferred_conditions_from_context_and_quoted_symptoms():
     inferred = [(c.key, c.value) for c in conditions.infer(f)]
     assert ("engine", "sglang") in inferred and ("model", "moe") in inferred
     assert ("log regex", r"`Using\ default\ MoE\ kernel\ config\ for\ E=\d+`") in inferred
+
+
+def test_measured_on_a_moe_model_binds_only_the_experts_own_fixes():
+    # an FP4 KV-cache finding measured on DeepSeek was excluded for dense Qwen3-32B by an inferred
+    # "model: moe"; only a fix to the experts' path (kernel configs, MoE backends, EP) needs experts
+    moe = read("  - gpu count: >=4\n")
+    moe = moe.model_copy(update={"context": moe.context.model_copy(update={"experts": 256})})
+    assert ("model", "moe") in [(c.key, c.value) for c in conditions.infer(moe)]
+    kv = moe.model_copy(update={"fix_classes": ["kv-cache-dtype", "kv-cache-capacity"]})
+    assert "model" not in [c.key for c in conditions.infer(kv)]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ingest.run import read_run
 from kb.diagnose import diagnose
-from kb.evidence import RunEvidence
+from kb.evidence import RunEvidence, TextLine
 from kb.flagdata import versions
 from kb.flags import catalog
 from kb.match import TEXT_TOP, Check, Facts, Match, check, feature_named, run_words, text_scores
@@ -105,3 +105,53 @@ def test_the_cut_keeps_the_closest_words_over_context_checks():
     chosen = select([*context, words])
     assert len(chosen) == MAX_FROM_FINDINGS
     assert chosen[0].finding.id == "tx-words"
+
+
+def test_a_text_condition_matches_whole_words_only():
+    # a finding's `text: "ViT"` fired inside "connectivity" and put a vision-encoder fix first on
+    # an all-reduce case; the phrase must stand as words in the prose
+    def state(prose: str) -> str:
+        ev = RunEvidence(engine="sglang", text=[TextLine(text=prose, kind="prose")])
+        return check(Condition(key="text", value='"ViT"'), Facts.of(ev, "sglang", None, [])).state
+    assert state("custom all-reduce fails: no P2P connectivity between the two cards") == "failed"
+    assert state("the ViT encoder takes 300 ms per image") == "held"
+    assert state("vit-encoder time grows with the image size") == "held"
+
+
+def test_the_prose_naming_a_fix_class_lifts_that_class_among_the_text_hits():
+    from kb.match import NAMED_BONUS, classes_named
+    ev = RunEvidence(engine="vllm", launch_argv=["vllm", "serve", "m", "--max-num-seqs", "8"],
+                     text=[TextLine(text="fp8_e4m3 KV cache is 40% slower than fp16 at long context", kind="prose")])
+    named = classes_named(ev)
+    assert "kv-cache-dtype" in named
+    assert "max-running-requests" not in named  # a flag in the launch is not a complaint about it
+    near = Match(finding("kv", "kv-cache-dtype", "FP8 KV slow path"), [], text=TEXT_MIN - NAMED_BONUS + 0.05,
+                 named=True)
+    far = Match(finding("other", "prefix-caching", "prefix cache"), [], text=TEXT_MIN - NAMED_BONUS + 0.05)
+    assert near.wording >= TEXT_MIN > far.wording
+    assert [m.finding.id for m in select([far, near])] == ["kv"]
+
+
+def test_each_prose_files_first_line_of_words_is_a_query_of_its_own():
+    from kb.match import title_queries
+    lines = [TextLine(text="# [Bug] FP4 KV cache decode collapses to 90 tok/s", kind="prose",
+                      where={"path": "a.txt", "line": 1}),
+             TextLine(text="On 4x B200 with Qwen3-32B the decode is slow.", kind="prose", where={"path": "a.txt", "line": 3}),
+             TextLine(text="Mean TTFT (ms): 12.3", kind="prose", where={"path": "b.txt", "line": 1}),
+             TextLine(text="LoRA adapters make every request slower here", kind="prose", where={"path": "b.txt", "line": 2})]
+    facts = Facts.of(RunEvidence(engine="sglang", text=lines), "sglang", None, [])
+    assert title_queries(facts) == ["[Bug] FP4 KV cache decode collapses to 90 tok/s".lstrip("[ "),
+                                    "LoRA adapters make every request slower here"]
+
+
+def test_tp2_over_pcie_with_the_link_unread_is_a_check_unless_the_prose_asks_about_it(tmp_path):
+    launch = tmp_path / "launch.txt"
+    launch.write_text("vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 2\n")
+
+    def pcie(*files):
+        dx = diagnose(read_run(list(files), gpu="2x L40S", engine="vllm"), [])
+        return next((r.basis for r in dx.recommendations if r.fix_class == "pcie-topology"), None)
+    assert pcie(launch) == "context"  # two PCIe GPUs are a setup fact, not a symptom
+    prose = tmp_path / "notes.txt"
+    prose.write_text("Decode tops out at 45 tok/s on our two cards: no NVLink, and P2P is off over PCIe.\n")
+    assert pcie(launch, prose) == "text"  # the user names the part: the check answers their words
