@@ -136,9 +136,11 @@ def test_each_prose_files_first_line_of_words_is_a_query_of_its_own():
     from kb.match import title_queries
     lines = [TextLine(text="# [Bug] FP4 KV cache decode collapses to 90 tok/s", kind="prose",
                       where={"path": "a.txt", "line": 1}),
-             TextLine(text="On 4x B200 with Qwen3-32B the decode is slow.", kind="prose", where={"path": "a.txt", "line": 3}),
+             TextLine(text="On 4x B200 with Qwen3-32B the decode is slow.", kind="prose",
+                      where={"path": "a.txt", "line": 3}),
              TextLine(text="Mean TTFT (ms): 12.3", kind="prose", where={"path": "b.txt", "line": 1}),
-             TextLine(text="LoRA adapters make every request slower here", kind="prose", where={"path": "b.txt", "line": 2})]
+             TextLine(text="LoRA adapters make every request slower here", kind="prose",
+                      where={"path": "b.txt", "line": 2})]
     facts = Facts.of(RunEvidence(engine="sglang", text=lines), "sglang", None, [])
     assert title_queries(facts) == ["[Bug] FP4 KV cache decode collapses to 90 tok/s".lstrip("[ "),
                                     "LoRA adapters make every request slower here"]
