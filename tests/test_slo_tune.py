@@ -3,9 +3,12 @@ server lifecycle kb tune relies on (a real child process group, stopped on every
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -119,9 +122,9 @@ def test_managed_server_starts_and_stops_its_whole_group(tmp_path):
     s = ManagedServer([sys.executable, str(script)], tmp_path / "srv.log", start_timeout=30)
     with s:
         assert s.alive()
-        pid, port = s.proc.pid, s.port
+        pid, port = s.pgid, s.port
+        assert os.getpgid(s.proc.pid) == pid  # the server is in the group kb stops
     assert _gone(pid)
-    import socket
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", port))  # nothing listens there any more
@@ -306,11 +309,9 @@ with FakeOpenAI(port=int(sys.argv[sys.argv.index("--port") + 1])) as srv:
 """
 
 
-def test_ctrl_c_mid_sweep_stops_the_server_and_its_children(tmp_path):
-    import socket
-    import uuid
-    from pathlib import Path
-
+def _tune_mid_sweep(tmp_path):
+    """kb tune on the stand-in, returned once kb's sweep streams from it: (kb's process,
+    the server's marker, its port, its process group)."""
     from live.util import marked
 
     mod = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
@@ -333,7 +334,26 @@ def test_ctrl_c_mid_sweep_stops_the_server_and_its_children(tmp_path):
                 log.exists() and "streaming" in log.read_text()):
             time.sleep(0.1)
         assert "streaming" in log.read_text(), proc.stderr.read() if proc.poll() is not None else log.read_text()
-        assert len(marked(marker)) == 2  # the server and its child
+        pids = marked(marker)
+        assert len(pids) == 2  # the server and its child
+    except BaseException:
+        proc.kill()
+        proc.communicate()
+        raise
+    return proc, marker, port, os.getpgid(pids[0])
+
+
+def _port_is_free(port: int) -> None:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", port))  # nothing listens there any more
+
+
+def test_ctrl_c_mid_sweep_stops_the_server_and_its_children(tmp_path):
+    from live.util import marked
+
+    proc, marker, port, _ = _tune_mid_sweep(tmp_path)
+    try:
         proc.send_signal(signal.SIGINT)  # mid-sweep: kb is streaming from the server
         out, err = proc.communicate(timeout=120)
     finally:
@@ -341,6 +361,55 @@ def test_ctrl_c_mid_sweep_stops_the_server_and_its_children(tmp_path):
             proc.kill()
     assert proc.returncode == 130 and "every server kb started is stopped" in err, err[-2000:]
     assert marked(marker) == []
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", port))  # nothing listens there any more
+    _port_is_free(port)
+
+
+def test_sigkill_of_kb_mid_sweep_takes_the_server_group_with_it(tmp_path):
+    # Nothing of kb runs after SIGKILL: the reaper leading the server's group (kb/live/reaper.py)
+    # sees kb's end of its pipe close and kills the group, the engine's children included.
+    from live.util import marked
+
+    from kb.live.reaper import members
+
+    proc, marker, port, pgid = _tune_mid_sweep(tmp_path)
+    proc.kill()
+    proc.communicate(timeout=60)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and members(pgid):
+        time.sleep(0.1)
+    assert members(pgid) == [] and marked(marker) == [], "the server's group outlived kb"
+    _port_is_free(port)
+
+
+def test_a_ctrl_c_inside_the_servers_start_leaves_no_process(tmp_path, monkeypatch):
+    # The Ctrl-C lands after the fork, before Popen returns: kb never holds the server's
+    # process object, so a stop that needed it found nothing to stop and the server ran on.
+    import uuid
+
+    from live.util import marked
+
+    import kb.live.server as ls
+
+    real, servers = subprocess.Popen, []
+
+    def popen(argv, **kw):
+        p = real(argv, **kw)
+        if str(ls.REAPER) in argv:
+            return p
+        servers.append(p)
+        raise KeyboardInterrupt
+
+    marker = uuid.uuid4().hex
+    s = ManagedServer([sys.executable, "-c", "import time; time.sleep(600)"], tmp_path / "srv.log",
+                      env={"KB_TEST_MARK": marker}, start_timeout=30)
+    monkeypatch.setattr(ls.subprocess, "Popen", popen)
+    with pytest.raises(KeyboardInterrupt):
+        s.start()
+    monkeypatch.undo()
+    try:
+        assert s.proc is None and marked(marker) == [servers[0].pid]  # running, unknown to kb
+        s.stop()  # as kb tune's trial does on its way out
+        assert servers[0].wait(10) == -signal.SIGKILL and marked(marker) == []
+    finally:
+        if servers and servers[0].poll() is None:
+            servers[0].kill()
