@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from live.util import marked
 
 from kb.errors import UsageError
 from kb.live import slo
@@ -151,13 +152,13 @@ def test_sigint_to_kb_tune_stops_the_server(tmp_path):
     # `vllm serve` is not on PATH here: the start fails at once and kb says so (exit 1)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and "baseline did not run" in err and "Traceback" not in err
-    proc, log = _tune_never_ready(tmp_path, "import time\nprint('starting', flush=True)\nwhile True: time.sleep(1)\n")
+    code = "import time\nprint('starting', flush=True)\nwhile True: time.sleep(1)\n"
+    proc, log, marker = _tune_never_ready(tmp_path, code)
     _wait_for(log, "starting")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130 and "every server kb started is stopped" in err
-    ps = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server --model x"], capture_output=True, text=True)
-    assert ps.stdout.strip() == "", ps.stdout
+    assert proc.returncode == 130 and "every server kb started is stopped" in err, (proc.returncode, err[-2000:])
+    assert marked(marker) == []
 
 
 def _tune_never_ready(tmp_path, server_code: str):
@@ -168,12 +169,14 @@ def _tune_never_ready(tmp_path, server_code: str):
     for d in (mod.parent.parent, mod.parent, mod):
         (d / "__init__.py").write_text("")
     (mod / "api_server.py").write_text(server_code)
-    launch = f"PYTHONPATH={tmp_path / 'fake'} {sys.executable} -m vllm.entrypoints.openai.api_server --model x"
+    marker = uuid.uuid4().hex  # in the server's environment: live.util.marked finds it, and only it
+    launch = (f"KB_TEST_MARK={marker} PYTHONPATH={tmp_path / 'fake'} {sys.executable} "
+              "-m vllm.entrypoints.openai.api_server --model x")
     env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "--out-dir",
                              str(tmp_path / "runs2")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
-    return proc, tmp_path / "runs2" / "trial-0.log"
+    return proc, tmp_path / "runs2" / "trial-0.log", marker
 
 
 def _wait_for(log, text: str, timeout: float = 60) -> None:
@@ -195,14 +198,13 @@ def test_a_second_ctrl_c_while_stopping_still_waits_for_the_server(tmp_path):
             "signal.signal(signal.SIGTERM, term)\n"
             "print('starting', flush=True)\n"
             "while True: time.sleep(1)\n")
-    proc, log = _tune_never_ready(tmp_path, code)
+    proc, log, marker = _tune_never_ready(tmp_path, code)
     _wait_for(log, "starting")
     proc.send_signal(signal.SIGINT)
     _wait_for(log, "term received")
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    ps = subprocess.run(["pgrep", "-f", "vllm.entrypoints.openai.api_server --model x"], capture_output=True, text=True)
-    assert ps.stdout.strip() == "", f"the server outlived kb: {ps.stdout}"
+    assert marked(marker) == [], "the server outlived kb"
     assert proc.returncode == 130 and "Traceback" not in err, err
 
 
@@ -312,8 +314,6 @@ with FakeOpenAI(port=int(sys.argv[sys.argv.index("--port") + 1])) as srv:
 def _tune_mid_sweep(tmp_path):
     """kb tune on the stand-in, returned once kb's sweep streams from it: (kb's process,
     the server's marker, its port, its process group)."""
-    from live.util import marked
-
     mod = tmp_path / "fake" / "vllm" / "entrypoints" / "openai"
     mod.mkdir(parents=True)
     for d in (mod.parent.parent, mod.parent, mod):
@@ -350,8 +350,6 @@ def _port_is_free(port: int) -> None:
 
 
 def test_ctrl_c_mid_sweep_stops_the_server_and_its_children(tmp_path):
-    from live.util import marked
-
     proc, marker, port, _ = _tune_mid_sweep(tmp_path)
     try:
         proc.send_signal(signal.SIGINT)  # mid-sweep: kb is streaming from the server
@@ -367,8 +365,6 @@ def test_ctrl_c_mid_sweep_stops_the_server_and_its_children(tmp_path):
 def test_sigkill_of_kb_mid_sweep_takes_the_server_group_with_it(tmp_path):
     # Nothing of kb runs after SIGKILL: the reaper leading the server's group (kb/live/reaper.py)
     # sees kb's end of its pipe close and kills the group, the engine's children included.
-    from live.util import marked
-
     from kb.live.reaper import members
 
     proc, marker, port, pgid = _tune_mid_sweep(tmp_path)
@@ -384,10 +380,6 @@ def test_sigkill_of_kb_mid_sweep_takes_the_server_group_with_it(tmp_path):
 def test_a_ctrl_c_inside_the_servers_start_leaves_no_process(tmp_path, monkeypatch):
     # The Ctrl-C lands after the fork, before Popen returns: kb never holds the server's
     # process object, so a stop that needed it found nothing to stop and the server ran on.
-    import uuid
-
-    from live.util import marked
-
     import kb.live.server as ls
 
     real, servers = subprocess.Popen, []
