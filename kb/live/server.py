@@ -233,7 +233,7 @@ class ManagedServer:
 
     def _stop(self) -> None:
         # no server process object: a Ctrl-C landed inside its start; nothing to wait for
-        steps = ((signal.SIGTERM, 30), (signal.SIGKILL, 10)) if self.proc else ((signal.SIGKILL, 0),)
+        steps = ((signal.SIGTERM, 30), (signal.SIGKILL, 10)) if self.proc is not None else ((signal.SIGKILL, 0),)
         for sig, wait in steps:
             _killpg(self.pgid, sig)
             if self.proc is None:
