@@ -24,7 +24,8 @@ The score (higher is better): for `--goal throughput` the best output tok/s over
 levels (with an SLO, the best goodput: output tok/s of requests that met it); for
 `--goal latency` the output tok/s one request sees (1000 / median TPOT) at the levels
 that meet the SLO, averaged. Every server kb starts is stopped on every path (success,
-error, Ctrl-C, SIGTERM); see kb/live/server.py.
+error, Ctrl-C, SIGTERM), and its process group dies with kb if kb itself is killed; see
+kb/live/server.py.
 """
 
 from __future__ import annotations

@@ -71,10 +71,11 @@ def violations(source: str, where: str = "<src>") -> list[str]:
 
 
 # The modules that start a process: `kb tune` starts the server from the user's own launch
-# command, as an argv list (no shell), in its own process group; the log reader starts one
-# worker on large files (`python -S -c` with a fixed code string and kb's own arguments) and
-# reads its plans back with an unpickler that builds nothing but its plan class and Counter
-# (tests/test_logscan.py::test_plan_reader_refuses_any_other_class).
+# command, as an argv list (no shell), in a process group led by kb's reaper (kb/live/reaper.py,
+# started by the same module; it kills that group if kb dies and imports no process module);
+# the log reader starts one worker on large files (`python -S -c` with a fixed code string and
+# kb's own arguments) and reads its plans back with an unpickler that builds nothing but its
+# plan class and Counter (tests/test_logscan.py::test_plan_reader_refuses_any_other_class).
 STARTS_PROCESSES = {"kb/live/server.py": ("imports subprocess",),
                     "ingest/logscan.py": ("imports subprocess", "imports pickle")}
 

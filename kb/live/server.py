@@ -3,6 +3,11 @@ its own process group, its output kept in a log file, ready when `/health` (vLLM
 sglang) or `/v1/models` answers, and stopped on every path — normal end, error,
 Ctrl-C — by SIGTERM to the whole group, then SIGKILL to what is left.
 
+The group dies with kb whatever ends kb (SIGKILL included): its leader is a reaper
+(kb/live/reaper.py), started before the server, that kills the group when kb's end of
+a pipe closes. Started first, it also covers a Ctrl-C that lands inside the server's
+start, before kb holds the server's process object.
+
 The host and port come from the launch command (`--host`, `--port`); when it names no
 port, kb adds `--port` with a free one on 127.0.0.1 so a trial never collides with
 another server. Launches that span several machines (`--nnodes` > 1, `--node-rank`,
@@ -16,6 +21,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -33,6 +39,7 @@ from kb.launchcmd import split_args
 FAIL_LINE = re.compile(r"(: error:|\b\w*(?:Error|Exception)\b:|Traceback|out of memory|unrecognized arguments|"
                        r"must be|not supported|cannot|failed|Killed)")
 USAGE_LINE = re.compile(r"^\s*(?:usage:|\[--|--[\w-]+\s)")
+REAPER = Path(__file__).with_name("reaper.py")
 MULTI_NODE = {"--nnodes": lambda v: v not in ("1", None), "--node-rank": lambda v: True,
               "--dist-init-addr": lambda v: True, "--data-parallel-address": lambda v: True,
               "--headless": lambda v: True}
@@ -122,6 +129,13 @@ def _interrupts_deferred():
             signal.raise_signal(got[0])
 
 
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 @dataclass
 class ManagedServer:
     argv: list[str]
@@ -131,27 +145,52 @@ class ManagedServer:
     proc: subprocess.Popen | None = None
     host: str = "127.0.0.1"
     port: int = 0
+    reaper: subprocess.Popen | None = None  # the group's leader (kb/live/reaper.py)
+    _leash: int | None = None  # kb's end of the reaper's pipe
+    _stopped: bool = False
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    @property
+    def pgid(self) -> int | None:
+        """The process group of the server and its children (the reaper's pid)."""
+        return self.reaper.pid if self.reaper else None
 
     def start(self) -> "ManagedServer":
         self.argv, self.host, self.port = with_port(self.argv)
         if not _port_free(self.host, self.port):
             raise StartFailed(f"port {self.port} on {self.host} is already in use: another server is running there", [])
         self.log.parent.mkdir(parents=True, exist_ok=True)
+        self._start_reaper()
         fh = open(self.log, "ab")
         try:
-            # own process group: stop the API server with its engine-core and worker children
+            # the reaper's group: stopped with the API server's engine-core and worker children
             self.proc = subprocess.Popen(self.argv, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         env={**os.environ, **self.env}, process_group=0)
+                                         env={**os.environ, **self.env}, process_group=self.pgid)
         except OSError as e:
             raise StartFailed(f"cannot run {self.argv[0]!r}: {e.strerror}", []) from None
         finally:
             fh.close()
         self._wait_ready()
         return self
+
+    def _start_reaper(self) -> None:
+        r, w = os.pipe()  # close-on-exec: no other child of kb keeps kb's end open
+        try:
+            self.reaper = subprocess.Popen([sys.executable, "-I", "-S", str(REAPER)], stdin=r, stdout=subprocess.PIPE,
+                                           stderr=subprocess.DEVNULL, process_group=0)
+        except OSError as e:
+            os.close(w)
+            raise StartFailed(f"cannot start kb's process reaper: {e.strerror}", []) from None
+        finally:
+            os.close(r)
+        self._leash = w
+        ready = self.reaper.stdout.readline()  # its signals are ignored from here on
+        self.reaper.stdout.close()
+        if ready != b"ready\n":
+            raise StartFailed(f"kb's process reaper ({REAPER}) exited before it was ready", [])
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.start_timeout
@@ -186,27 +225,33 @@ class ManagedServer:
         """SIGTERM to the group, wait, SIGKILL what is left; the port is free afterwards.
         A Ctrl-C (or a second one) that arrives meanwhile waits until the server is gone:
         an impatient second Ctrl-C must not leave the engine running with its GPUs held."""
-        if self.proc is None:
+        if self.reaper is None or self._stopped:
             return
         with _interrupts_deferred():
             self._stop()
+            self._stopped = True
 
     def _stop(self) -> None:
-        for sig, wait in ((signal.SIGTERM, 30), (signal.SIGKILL, 10)):
-            try:
-                os.killpg(self.proc.pid, sig)
-            except (ProcessLookupError, PermissionError):
-                pass
+        # no server process object: a Ctrl-C landed inside its start; nothing to wait for
+        steps = ((signal.SIGTERM, 30), (signal.SIGKILL, 10)) if self.proc is not None else ((signal.SIGKILL, 0),)
+        for sig, wait in steps:
+            _killpg(self.pgid, sig)
+            if self.proc is None:
+                break
             try:
                 self.proc.wait(wait)
             except subprocess.TimeoutExpired:
                 continue
             if sig == signal.SIGTERM:
-                try:  # children of the group that outlive the leader
-                    os.killpg(self.proc.pid, signal.SIGKILL)
-                except (ProcessLookupError, PermissionError):
-                    pass
+                _killpg(self.pgid, signal.SIGKILL)  # children that outlive the server, and the reaper
             break
+        if self._leash is not None:
+            os.close(self._leash)
+            self._leash = None
+        try:
+            self.reaper.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
         deadline = time.monotonic() + 10
         while self.port and not _port_free(self.host, self.port) and time.monotonic() < deadline:
             time.sleep(0.2)
