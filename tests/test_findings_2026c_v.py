@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 from thin_evidence import (
     LAUNCH,
+    LOG,
     NOTES,
     assert_in_top_3,
     diagnose_files as _diagnose,
@@ -47,6 +48,13 @@ CASES = [
      {NOTES: "Our client turns reasoning off per request via chat_template_kwargs. For Kimi it works, for the "
              "Qwen3 deployment the reply has content: null and everything sits in reasoning_content. Both "
              "servers run with a reasoning parser.\n"}, None, "vllm"),
+    ("v26c-nixl-side-channel-host-pod-ip",
+     {LOG: "(EngineCore_DP0 pid=77) WARNING 09-02 11:40:19 [base_worker.py:3033] Releasing expired KV blocks for "
+           "request chatcmpl-5d1e which were retrieved by 0 remote worker(s) before lease expired.\n"}, None, "vllm"),
+    ("v26c-nixl-side-channel-host-pod-ip",
+     {NOTES: "P/D split on two Kubernetes nodes with the NixlConnector: every request stalls for two minutes "
+             "before decode gives up, although the same manifests work when both pods land on one node.\n"},
+     None, "vllm"),
 ]
 
 
