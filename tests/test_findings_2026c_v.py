@@ -55,6 +55,13 @@ CASES = [
      {NOTES: "P/D split on two Kubernetes nodes with the NixlConnector: every request stalls for two minutes "
              "before decode gives up, although the same manifests work when both pods land on one node.\n"},
      None, "vllm"),
+    ("v26c-nixl-asymmetric-tp-handshake",
+     {LOG: "(Worker_TP2_EP2 pid=3101) ERROR 08-14 07:02:11 [worker.py:767] NIXL transfer failure: handshake_failed "
+           "| Context: {'failure_type': 'handshake_failed', 'request_id': 'cmpl-9a1'}\n"}, "8x H200", "vllm"),
+    ("v26c-nixl-asymmetric-tp-handshake",
+     {NOTES: "We split a Qwen3.5 hybrid deployment into a TP4 prefill pool and a DP8 decode pool. Health checks "
+             "pass, but decode rejects every transfer with: AssertionError: Local block size 16 is not "
+             "divisible by remote block size 32 or vice versa.\n"}, "8x H200", "vllm"),
 ]
 
 
