@@ -14,15 +14,14 @@ from thin_evidence import (
     assert_in_top_3,
     diagnose_files as _diagnose,
     position as _position,
-    shipped_findings,
 )
 
 PREFIX = "v26c-"
 
 
-@pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    return shipped_findings(tmp_path_factory)
+@pytest.fixture
+def shipped(shipped_records):
+    return shipped_records  # one read-only index per test process (tests/conftest.py)
 
 
 # (finding id, evidence files, GPUs, engine): what someone would post, written here, nothing more
