@@ -61,6 +61,10 @@ CASES = [
      {NOTES: "We split a Qwen3.5 hybrid deployment into a TP4 prefill pool and a DP8 decode pool. Health checks "
              "pass, but decode rejects every transfer with: AssertionError: Local block size 16 is not "
              "divisible by remote block size 32 or vice versa.\n"}, "8x H200", "vllm"),
+    ("v26c-sm120-fp8-block-deepgemm-sf-assert",
+     {NOTES: "Two RTX 5090s: the NVFP4 build of our 30B model serves fine, but the FP8 block-quantized build "
+             "never starts. Weight loading ends with: RuntimeError: Assertion error "
+             "(deepgemm/csrc/apis/layout.hpp:60): Unknown SF transformation\n"}, "2x RTX 5090", "vllm"),
 ]
 
 
