@@ -135,7 +135,26 @@ class Facts:
             keys = {n.lstrip("-").replace("-", "_") for n in names}
             value = next((t.startup[k] for t in self.ev.traces for k in keys if t.startup.get(k) is not None), None)
             known = known or value is not None
+        if value is None:
+            value = self._said(names)
+            known = known or value is not None
         return known, value, flag
+
+    def _said(self, names: list[str]) -> object:
+        """A flag the prose says the server runs with ("we serve with `--reasoning-parser gemma4`"):
+        its value, True for a switch, None when no prose line names it. Without this a finding
+        whose fix is that flag was proposed to someone who wrote they already use it."""
+        flags = [n for n in names if n.startswith("--")]
+        if not flags:
+            return None
+        rx = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, flags)) + r")(?:[ =]([^\s`'\",;]+))?(?![\w-])")
+        for t in self.lines:
+            if t.kind == "prose":
+                m = rx.search(t.text)
+                if m:
+                    v = m.group(1)
+                    return True if v is None or v.startswith("-") else v
+        return None
 
     def family(self) -> str | None:
         """The model family from config.json, else as the served path or the prose names it."""

@@ -157,3 +157,16 @@ def test_tp2_over_pcie_with_the_link_unread_is_a_check_unless_the_prose_asks_abo
     prose = tmp_path / "notes.txt"
     prose.write_text("Decode tops out at 45 tok/s on our two cards: no NVLink, and P2P is off over PCIe.\n")
     assert pcie(launch, prose) == "text"  # the user names the part: the check answers their words
+
+
+def test_a_flag_the_prose_says_the_server_runs_with_counts_as_set():
+    # "with --reasoning-parser gemma4" in a pasted issue: a finding whose fix is to set a reasoning
+    # parser must not be proposed to someone who wrote they already use one
+    def state(prose: str) -> tuple[str, str]:
+        ev = RunEvidence(engine="vllm", text=[TextLine(text=prose, kind="prose")])
+        c = check(Condition(key="setting", value="reasoning-parser absent"),
+                  Facts.of(ev, "vllm", catalog("vllm", "0.19.1"), []))
+        return c.state, c.detail
+    assert state("Serving on vLLM 0.19 with --reasoning-parser gemma4 for an agent; reasoning leaks") == (
+        "failed", "--reasoning-parser set to gemma4")
+    assert state("Serving on vLLM 0.19 for an agent; the reasoning leaks into content")[0] == "unknown"
