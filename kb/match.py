@@ -610,6 +610,19 @@ def feature_named(f: Finding, words: str) -> bool:
     return any(w in words for w in (*FEATURE_WORDS[fc], *FIX_CLASS_WORDS.get(fc, ())))
 
 
+# a command that installs, imports or launches one engine (`uv pip install vllm ...`,
+# `python -m sglang.launch_server`): not advice for a run on the other engine
+_ENGINE_IN_COMMAND = re.compile(r"(?<![\w./-])(sglang|vllm)(?![\w-])", re.I)
+
+
+def other_engine_command(command: str, engine: str | None) -> bool:
+    """True when the command names only an engine other than the run's. An engine-generic
+    finding (kb.conditions.engine_generic) proposed on the other engine keeps its checks
+    (`torch.cuda.get_arch_list()`) and drops its engine's install line."""
+    named = {m.lower() for m in _ENGINE_IN_COMMAND.findall(command)}
+    return bool(engine and named and engine not in named)
+
+
 def proposable(f: Finding) -> bool:
     """A finding with a fix to propose (the others are cited, never proposed)."""
     return f.kind == "finding" and bool(f.fix_classes) and bool(f.fix or f.commands)

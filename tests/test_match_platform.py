@@ -8,7 +8,7 @@ the engine it was first reported on."""
 from __future__ import annotations
 
 import pytest
-from thin_evidence import LOG, NOTES, diagnose_files, position, shipped_findings
+from thin_evidence import LOG, NOTES, diagnose_files, position
 
 from kb.conditions import engine_generic, finding_platform, infer, parse
 from kb.diagnose import why
@@ -33,8 +33,8 @@ GROK_MI300X = ("Grok-2.5 (xai-org/grok-2) on MI300X with the rocm/sgl-dev v0.5.4
 
 
 @pytest.fixture(scope="module")
-def shipped(tmp_path_factory):
-    return shipped_findings(tmp_path_factory)
+def shipped(shipped_records):
+    return shipped_records  # one read-only index per test process (tests/conftest.py)
 
 
 def _check(dx, fid: str, key: str) -> tuple[str, str]:
@@ -199,3 +199,15 @@ def test_an_engine_kernel_crash_stays_engine_bound():
                  fix_classes=["moe-runner-backend"], context={"engine": "sglang"})
     assert not engine_generic(f)
     assert [c.value for c in infer(f) if c.key == "engine"] == ["sglang"]
+
+
+def test_the_other_engines_install_line_is_left_out(shipped, tmp_path):
+    """The engine-generic finding keeps its arch check on sglang but not vLLM's install line."""
+    dx = diagnose_files(shipped, tmp_path, {NOTES: SGLANG_5090}, engine="sglang")
+    rec = dx.recommendations[position(dx, NO_KERNEL_IMAGE) - 1]
+    assert any("get_arch_list" in c for c in rec.commands)
+    assert not any("install vllm" in c for c in rec.commands)
+    assert any("this run is sglang" in n for n in rec.notes)
+    dx = diagnose_files(shipped, tmp_path, {NOTES: SGLANG_5090.replace("sglang", "vLLM")}, engine="vllm")
+    rec = dx.recommendations[position(dx, NO_KERNEL_IMAGE) - 1]
+    assert any("install vllm" in c for c in rec.commands)
