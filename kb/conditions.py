@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from kb.hardware import PLATFORMS, arch_platform, gpu_platform, platform_name, platforms_named
 from kb.records import Condition, Finding
 
-CONTEXT_KEYS = ("engine", "gpu", "gpu arch", "gpu count", "interconnect", "model", "model family",
+CONTEXT_KEYS = ("engine", "platform", "gpu", "gpu arch", "gpu count", "interconnect", "model", "model family",
                 "experts", "quantization", "params", "context", "setting")
 EVIDENCE_KEYS = ("signal", "log", "log regex", "text")
 KEYS = CONTEXT_KEYS + EVIDENCE_KEYS
@@ -165,6 +166,12 @@ def parse(key: str, value: str) -> Parsed:
         except re.error as e:
             raise ValueError(f"log regex: not a valid regular expression ({e})") from None
         return Parsed(key, pattern=m.group(1), regex=rx)
+    if key == "platform":
+        names = _names(value, "platforms like rocm, npu")
+        bad = [n for n in names if not platform_name(n)]
+        if bad:
+            raise ValueError(f"platform: expected {', '.join(PLATFORMS)} (comma-separated), got {', '.join(bad)}")
+        return Parsed(key, names=tuple(dict.fromkeys(platform_name(n) for n in names)))
     if key == "gpu arch":
         names = _names(value, "architectures like SM90, SM120, gfx942")
         bad = [n for n in names if not re.match(r"^(sm\d{2,3}|gfx\d{3}[a-z]?)$", n, re.I)]
@@ -228,13 +235,57 @@ def log_condition(quote: str, inferred: bool = True) -> Condition:
     return Condition(key="log regex", value=f"`{rx}`", inferred=inferred)
 
 
+def finding_platform(f: Finding) -> str | None:
+    """The one platform a finding is about, or None (generic, or several).
+
+    From its written gpu / gpu arch conditions first (the author said where it applies).
+    Else from where it was measured and its title and tags, but only a platform other than
+    CUDA: nearly every finding was measured on NVIDIA GPUs and is written for any GPU (a
+    chunked-prefill finding measured on H100 holds on MI300X), while a ROCm, Ascend, Gaudi,
+    XPU, TPU or CPU finding is written about that stack (its images, kernels, runtime)."""
+    written: set[str | None] = set()
+    for c in f.applies_when:
+        if c.key in ("gpu", "gpu arch"):
+            for n in c.value.split(","):
+                written.add(arch_platform(n) if c.key == "gpu arch" else gpu_platform(n.strip()))
+    if written:
+        return written.pop() if len(written) == 1 and None not in written else None
+    ctx = f.context
+    named = platforms_named(" ".join([f.title, " ".join(f.tags)]))
+    named |= {p for p in (gpu_platform(ctx.gpu), arch_platform(ctx.arch())) if p}
+    named.discard("cuda")
+    return named.pop() if len(named) == 1 else None
+
+
+# Messages printed below the engine: the CUDA runtime through PyTorch, ptxas, the HIP
+# runtime. When one is a finding's symptom and its fix is to that environment (driver,
+# toolkit, wheels), the engine it was reported on does not bound it: sglang issue 7249
+# prints the same "no kernel image is available" on an RTX 5090 as vLLM issue 16901, for
+# the same reason (a build without sm_120 kernels) and with the same fix.
+_RUNTIME_MESSAGE = re.compile(r"no kernel image is available|CUDA error:|ptxas|cudaError\w+|HIP error|hipError\w+|"
+                              r"CUDA driver version is insufficient", re.I)
+ENVIRONMENT_FIXES = {"driver-environment"}
+
+
+def engine_generic(f: Finding) -> bool:
+    """True when the finding's symptom is a runtime message and its fix is the environment."""
+    if not set(f.fix_classes[:1]) & ENVIRONMENT_FIXES:
+        return False
+    logs = [c.value for c in f.applies_when if c.key in ("log", "log regex")]
+    logs = logs or quoted_log_lines(" ; ".join(f.symptoms))
+    return any(_RUNTIME_MESSAGE.search(t) for t in logs)
+
+
 def infer(f: Finding) -> list[Condition]:
     """Conditions a finding implies when it writes none of that key itself."""
     have = {c.key for c in f.applies_when}
     out: list[Condition] = []
     c = f.context
-    if "engine" not in have and c.engine in ("sglang", "vllm", "trtllm"):
+    if "engine" not in have and c.engine in ("sglang", "vllm", "trtllm") and not engine_generic(f):
         out.append(Condition(key="engine", value=c.engine, inferred=True))
+    platform = finding_platform(f) if "platform" not in have else None
+    if platform:
+        out.append(Condition(key="platform", value=platform, inferred=True))
     moe = bool(c.experts) or (c.model_family or "") in _MOE_FAMILIES
     # measured on a MoE model is not "only for MoE models": a KV-cache or attention fix seen
     # on DeepSeek holds for a dense model too; only a fix to the experts' own path needs experts

@@ -122,3 +122,58 @@ def parse_gpu_string(text: str) -> tuple[int, str, str | None]:
     count = int(m.group("n1") or m.group("n2") or 1) if m else 1
     name = (m.group("name") if m else t).strip(" ,")
     return count, name, interconnect
+
+
+# ------------------------------------------------------------------ platforms
+
+# The accelerator stack a run executes on. A finding about one platform's kernels, images or
+# runtime (AITER on ROCm, ACL graphs on Ascend) says nothing about another's, however close
+# its words are. hpu is Intel Gaudi (vllm-gaudi), a different stack from Intel's XPU GPUs.
+PLATFORMS = ("cuda", "rocm", "npu", "xpu", "hpu", "tpu", "cpu")
+PLATFORM_ALIASES = {"nvidia": "cuda", "gpu": "cuda", "amd": "rocm", "hip": "rocm", "ascend": "npu",
+                    "gaudi": "hpu", "intel-gpu": "xpu"}
+
+# Words that name one platform. "CUDA" alone names none: PyTorch on ROCm prints "CUDA error"
+# and sglang on Ascend keeps --disable-cuda-graph; nor does "AMD" (AMD EPYC hosts carry NVIDIA
+# GPUs) or "NCCL" (RCCL keeps NCCL's names). A CUDA version, an sm_ arch, NVIDIA's tools do.
+_PLATFORM_WORDS = [
+    ("rocm", r"\brocm|\bhip(?:blas\w*|graph|_\w+)?\b|hiperror|\bmi ?(?:210|250|300|325|350|355)[ax]?\b|"
+             r"\bgfx9\d\d[a-z]?\b|\baiter\b|\binstinct\b|amd gpu|radeon|rocm-smi|amd-smi|\brccl\b"),
+    ("npu", r"\bascend\b|torch_npu|\bcann\b|\b910[bc]\d?\b|\batlas 800|\bnpu\b|vllm-ascend|\baclnn|aclgraph|"
+            r"acl graph"),
+    ("xpu", r"\bxpu\b|\boneapi\b|intel arc|\barc (?:pro )?[ab]\d{2,3}\b|data center gpu max|\bipex\b"),
+    ("hpu", r"\bgaudi ?\d?\b|\bhabana\b|\bhpu\b|vllm-gaudi|hl-smi"),
+    ("tpu", r"\btpu(?: ?v\d\w*)?\b|libtpu|vllm-tpu"),
+    ("cpu", r"--device[ =]cpu\b|device ?= ?['\"]?cpu\b|vllm_target_device=cpu|\bcpu[- ]only\b|vllm-cpu\b|"
+            r"vllm/vllm-openai-cpu|\bcpu backend\b"),
+    ("cuda", r"\bnvidia\b|nvidia-smi|\bsm_?(?:70|75|80|86|89|90|100|103|120|121)a?\b|\bcu1[1-3]\d\b|"
+             r"\bcuda ?1[1-3]\.\d|\bcuda toolkit\b|\bnvcc\b"),
+]
+_PLATFORM_RX = [(p, re.compile(rx, re.I)) for p, rx in _PLATFORM_WORDS]
+
+
+def platforms_named(text: str | None) -> set[str]:
+    """Every platform the text names by its own words (GPU tables aside)."""
+    return {p for p, rx in _PLATFORM_RX if text and rx.search(text)}
+
+
+def platform_name(word: str | None) -> str | None:
+    """A platform as written (`rocm`, `Ascend`, `--device npu`'s `npu`) in canonical form, or None."""
+    w = (word or "").strip().lower()
+    w = PLATFORM_ALIASES.get(w, w)
+    return w if w in PLATFORMS else None
+
+
+def gpu_platform(name: str | None) -> str | None:
+    """The platform of a GPU (or accelerator) name: NVIDIA → cuda, AMD → rocm from the table;
+    Ascend, Gaudi, Arc, TPU names by their words."""
+    spec = lookup_gpu(name)
+    if spec:
+        return {"nvidia": "cuda", "amd": "rocm"}.get(spec.vendor)
+    named = platforms_named(name)
+    return named.pop() if len(named) == 1 else None
+
+
+def arch_platform(arch: str | None) -> str | None:
+    a = (arch or "").strip().lower()
+    return "cuda" if a.startswith("sm") else "rocm" if a.startswith("gfx") else None

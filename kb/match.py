@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 from kb import conditions as cond
@@ -22,7 +23,7 @@ from kb.errors import ODD_VALUE
 from kb.evidence import RunEvidence, TextLine
 from kb.flagdata import version_key
 from kb.flags import Catalog
-from kb.hardware import gpu_arch, lookup_gpu
+from kb.hardware import arch_platform, gpu_arch, gpu_platform, lookup_gpu, platform_name, platforms_named
 from kb.records import SEVERITY_ORDER, Condition, Finding, Signal
 from kb.vocab import FIX_CLASS_WORDS, MODELS, QUANTIZATIONS, model_in
 
@@ -180,6 +181,31 @@ class Facts:
             return ()
         text = self.prose()
         return tuple(dict.fromkeys(row[-1] for row in table if re.search(row[0], text, re.I)))
+
+    @cached_property
+    def platform(self) -> tuple[str | None, str]:
+        """(the run's platform or None, what it was read from). The GPUs the run states
+        decide, then a --device it was launched with, then the words of its text, launch and
+        model (GPU names, ROCm, Ascend, sm_120, an image such as rocm/vllm): when those name
+        several platforms (a comparison, a migration) the platform is unknown."""
+        hw = self.ev.hardware
+        if hw and (hw.gpu or hw.arch):
+            p = gpu_platform(hw.gpu) or arch_platform(hw.arch)
+            if p:
+                return p, f"GPU {hw.gpu or hw.arch}"
+        device = platform_name(str(self.ev.arg("device") or ""))
+        if device:
+            return device, f"--device {device}"
+        named = platforms_named(run_words(self.ev))
+        gpu = self.ev.text_context.get("gpu")
+        if gpu_platform(gpu):
+            named.add(gpu_platform(gpu))
+        if len(named) == 1:
+            p = next(iter(named))
+            return p, f"the run names {gpu if gpu and gpu_platform(gpu) == p else p}"
+        if named:
+            return None, f"the run names several platforms ({', '.join(sorted(named))})"
+        return None, "the run names no GPU, device or platform"
 
     def default(self, flag: str | None):
         if not flag or not self.catalog:
@@ -340,6 +366,11 @@ def check(c: Condition, f: Facts) -> Check:
             return Check(c, UNKNOWN, f"engine {f.engine}, version unknown")
         ok = all(_cmp(version_key(ev.engine_version), op, version_key(v)) for op, v in ranges)
         return Check(c, HELD if ok else FAILED, f"{f.engine} {ev.engine_version}")
+    if k == "platform":
+        platform, said = f.platform
+        if not platform:
+            return Check(c, UNKNOWN, f"platform unknown: {said}")
+        return Check(c, HELD if platform in p.names else FAILED, f"platform {platform} ({said})")
     named = ev.text_context.get("gpu")  # a GPU the text names, its count unsaid
     if k == "gpu":
         gpu = hw.gpu if hw else named
@@ -596,6 +627,19 @@ def feature_named(f: Finding, words: str) -> bool:
     if fc not in FEATURE_WORDS:
         return True
     return any(w in words for w in (*FEATURE_WORDS[fc], *FIX_CLASS_WORDS.get(fc, ())))
+
+
+# a command that installs, imports or launches one engine (`uv pip install vllm ...`,
+# `python -m sglang.launch_server`): not advice for a run on the other engine
+_ENGINE_IN_COMMAND = re.compile(r"(?<![\w./-])(sglang|vllm)(?![\w-])", re.I)
+
+
+def other_engine_command(command: str, engine: str | None) -> bool:
+    """True when the command names only an engine other than the run's. An engine-generic
+    finding (kb.conditions.engine_generic) proposed on the other engine keeps its checks
+    (`torch.cuda.get_arch_list()`) and drops its engine's install line."""
+    named = {m.lower() for m in _ENGINE_IN_COMMAND.findall(command)}
+    return bool(engine and named and engine not in named)
 
 
 def proposable(f: Finding) -> bool:

@@ -15,7 +15,7 @@ from kb import fixflags, launchcmd
 from kb.errors import ODD_VALUE
 from kb.evidence import RunEvidence
 from kb.flags import Catalog
-from kb.match import COVERS, NAMED_BONUS, Match, classes_named, signal_severity, similarity
+from kb.match import COVERS, NAMED_BONUS, Match, classes_named, other_engine_command, signal_severity, similarity
 from kb.records import SEVERITY_ORDER, CitedFinding, Evidence, Finding, FlagDiff, Recommendation, Signal
 from kb.rules import registry
 from kb.rules.base import Proposal, Rule, RuleContext
@@ -194,7 +194,11 @@ def from_finding(m: Match, ev: RunEvidence, engine: str | None, catalog: Catalog
             commands.append(base.command(argv, {**ev.launch_env, **env}))
     elif fixflags.flags_of(f) or fixflags.env_of(f)[0]:
         notes.append("engine unknown: the finding's flags and environment are not checked against a version")
-    commands += fixflags.extra_commands(f)
+    extra = fixflags.extra_commands(f)
+    commands += [c for c in extra if not other_engine_command(c, engine)]
+    if any(other_engine_command(c, engine) for c in extra):
+        notes.append(f"left out the finding's commands for {f.context.engine or 'another engine'}: "
+                     f"this run is {engine}")
     basis = _basis(m)
     close = m.closeness >= COVERS
     if basis == "symptom":
