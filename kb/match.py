@@ -105,6 +105,14 @@ class Match:
         return [c for c in self.checks if not c.evidence and not c.condition.inferred]
 
 
+# words before a flag in a sentence that say the server does not (yet) run with it
+_NOT_USED_BEFORE = re.compile(r"\b(?:requires?|required|needs?|needed|without|missing|no|not|never|should|could|"
+                              r"would|try|trying|tried|suggest\w*|recommend\w*|consider\w*|instead|unset|remov\w*|"
+                              r"drop\w*|add(?:ing)?|whether|if)\b|n't\b", re.I)
+_NOT_USED_AFTER = re.compile(r"[^.;!?]{0,40}\b(?:to be set|is required|are required|is missing|helps?|fix(?:es|ed)?)\b",
+                             re.I)
+
+
 @dataclass
 class Facts:
     """What the run shows, in the shape conditions ask about."""
@@ -150,11 +158,14 @@ class Facts:
             return None
         rx = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, flags)) + r")(?:[ =]([^\s`'\",;]+))?(?![\w-])")
         for t in self.lines:
-            if t.kind == "prose":
-                m = rx.search(t.text)
-                if m:
-                    v = m.group(1)
-                    return True if v is None or v.startswith("-") else v
+            if t.kind != "prose":
+                continue
+            for m in rx.finditer(t.text):
+                before = re.split(r"[.;:!?]\s", t.text[max(0, m.start() - 80):m.start()])[-1]
+                if _NOT_USED_BEFORE.search(before) or _NOT_USED_AFTER.match(t.text, m.end()):
+                    continue  # "requires --x to be set", "without --x", "should I add --x": not how it runs
+                v = m.group(1)
+                return True if v is None or v.startswith("-") else v
         return None
 
     def family(self) -> str | None:

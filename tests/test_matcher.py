@@ -49,10 +49,12 @@ def test_failed_context_condition_excludes_the_finding(issue_dx):
 
 
 def test_unknown_when_the_run_does_not_say(issue_dx):
-    # the prose names the flags but gives no launch command or config.json
+    # no launch command or config.json: the prose's "Launch flags: --tp 4 --enable-dp-attention."
+    # says how the server runs; a setting it never names stays unknown (absent is not proven)
     s = states(issue_dx, "fx-dp-attention-context")
     assert s["gpu count: <=4"] == "held"
-    assert s["setting: enable-dp-attention present"] == "unknown"
+    assert s["setting: enable-dp-attention present"] == "held"
+    assert s["setting: max-running-requests absent"] == "unknown"
     assert s["model family: qwen3-moe"] == "held"  # named in the prose
 
 

@@ -170,3 +170,6 @@ def test_a_flag_the_prose_says_the_server_runs_with_counts_as_set():
     assert state("Serving on vLLM 0.19 with --reasoning-parser gemma4 for an agent; reasoning leaks") == (
         "failed", "--reasoning-parser set to gemma4")
     assert state("Serving on vLLM 0.19 for an agent; the reasoning leaks into content")[0] == "unknown"
+    # an engine message or a question naming the flag is not how the server runs
+    assert state('"auto" tool choice requires --reasoning-parser to be set')[0] == "unknown"
+    assert state("Should I add --reasoning-parser qwen3 here?")[0] == "unknown"
