@@ -7,7 +7,15 @@ evidence proposes none of them, and a vLLM run does not get these sglang-only fi
 from __future__ import annotations
 
 import pytest
-from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, position as _position
+from thin_evidence import (
+    LAUNCH,
+    LOG,
+    NOTES,
+    assert_fix_in_top_3,
+    carrying,
+    diagnose_files as _diagnose,
+    position as _position,
+)
 
 PREFIX = "s2b-"
 
@@ -15,11 +23,6 @@ PREFIX = "s2b-"
 @pytest.fixture
 def shipped(shipped_records):
     return shipped_records  # one read-only index per test process (tests/conftest.py)
-
-
-def _ours(dx) -> list[str]:
-    return [r.rule for r in dx.recommendations if r.rule.startswith("finding " + PREFIX)
-            or any(c.id.startswith(PREFIX) for c in r.findings)]
 
 
 # (finding id, evidence files, GPUs, engine): what someone would post, nothing more
@@ -99,14 +102,7 @@ def test_every_finding_in_the_file_has_a_case(shipped):
 
 @pytest.mark.parametrize("finding_id,files,gpu,engine", CASES, ids=[c[0] for c in CASES])
 def test_thin_evidence_ranks_the_findings_fix_in_the_top_3(shipped, tmp_path, finding_id, files, gpu, engine):
-    dx = _diagnose(shipped, tmp_path, files, gpu=gpu, engine=engine)
-    pos = _position(dx, finding_id)
-    top = [(r.fix_class, r.rule) for r in dx.recommendations[:5]]
-    assert pos is not None and pos <= 3, (finding_id, top)
-    rec = dx.recommendations[pos - 1]
-    finding = next(f for f in shipped[0] if f.id == finding_id)
-    assert rec.fix_class in finding.fix_classes, (rec.fix_class, finding.fix_classes)
-    assert rec.flags or rec.commands or rec.env or rec.title
+    assert_fix_in_top_3(_diagnose(shipped, tmp_path, files, gpu=gpu, engine=engine), finding_id, shipped[0])
 
 
 # healthy or unrelated evidence: none of these findings is proposed
@@ -129,7 +125,7 @@ QUIET = [
 @pytest.mark.parametrize("files,gpu,engine", QUIET, ids=[f"quiet-{i}" for i in range(len(QUIET))])
 def test_unrelated_evidence_proposes_none_of_them(shipped, tmp_path, files, gpu, engine):
     dx = _diagnose(shipped, tmp_path, files, gpu=gpu, engine=engine)
-    assert not _ours(dx), _ours(dx)
+    assert not carrying(dx, PREFIX), carrying(dx, PREFIX)
 
 
 def test_a_vllm_run_does_not_get_the_sglang_only_fix(shipped, tmp_path):

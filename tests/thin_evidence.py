@@ -39,3 +39,18 @@ def assert_in_top_3(dx, finding_id: str) -> None:
     assert pos is not None and pos <= 3, (finding_id, top)
     rec = dx.recommendations[pos - 1]
     assert rec.flags or rec.commands or rec.env or rec.title
+
+
+def assert_fix_in_top_3(dx, finding_id: str, findings) -> None:
+    """assert_in_top_3, and the recommendation that carries the finding is of one of its fix classes."""
+    assert_in_top_3(dx, finding_id)
+    rec = dx.recommendations[position(dx, finding_id) - 1]
+    f = next(f for f in findings if f.id == finding_id)
+    assert rec.fix_class in f.fix_classes, (rec.fix_class, f.fix_classes)
+
+
+def carrying(dx, prefix: str, top: int | None = None) -> list[str]:
+    """The recommendations (the first `top`, or all) that carry a finding whose id starts with `prefix`."""
+    recs = dx.recommendations[:top] if top else dx.recommendations
+    return [r.rule for r in recs
+            if r.rule.startswith("finding " + prefix) or any(c.id.startswith(prefix) for c in r.findings)]
