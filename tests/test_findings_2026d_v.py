@@ -58,6 +58,11 @@ CASES = [
      {LOG: "(EngineCore_DP0 pid=9) ValueError: Chunked MM input disabled but max_tokens_per_mm_item (3136) is "
            "larger than max_num_batched_tokens (2048). Please increase max_num_batched_tokens.\n"},
      "1x L40S", "vllm"),
+    ("v26d-flashinfer-jit-no-nvcc",
+     {NOTES: "Built a slim python:3.12 image, pip installed vllm, and the server never comes up on our L4: "
+             "Engine core initialization failed, and above it ninja fails with /usr/local/cuda/bin/nvcc: not found "
+             "while building the sampling extension. The same model runs in the vllm-openai image.\n"},
+     "1x L4", "vllm"),
 ]
 
 
