@@ -11,7 +11,8 @@ from thin_evidence import (
     LAUNCH,
     LOG,
     NOTES,
-    assert_in_top_3,
+    assert_fix_in_top_3,
+    carrying,
     diagnose_files as _diagnose,
     position as _position,
 )
@@ -74,7 +75,7 @@ def test_every_finding_in_the_file_has_a_case(shipped):
 @pytest.mark.parametrize("finding_id,files,gpu,engine", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_thin_evidence_ranks_the_findings_fix_in_the_top_3(shipped, tmp_path, finding_id, files, gpu, engine):
     dx = _diagnose(shipped, tmp_path, files, gpu=gpu, engine=engine)
-    assert_in_top_3(dx, finding_id)
+    assert_fix_in_top_3(dx, finding_id, shipped[0])
 
 
 # healthy launches and unrelated complaints: none of these findings belongs in the top 3
@@ -90,9 +91,7 @@ QUIET = [
 @pytest.mark.parametrize("files,gpu", QUIET, ids=[f"quiet-{i}" for i in range(len(QUIET))])
 def test_unrelated_evidence_proposes_none_of_them(shipped, tmp_path, files, gpu):
     dx = _diagnose(shipped, tmp_path, files, gpu=gpu, engine="vllm")
-    fired = [r.rule for r in dx.recommendations[:3]
-             if r.rule.startswith(f"finding {PREFIX}") or any(c.id.startswith(PREFIX) for c in r.findings)]
-    assert not fired, fired
+    assert not carrying(dx, PREFIX, 3), carrying(dx, PREFIX, 3)
 
 
 def test_a_launch_that_already_applies_the_fix_does_not_repropose_it(shipped, tmp_path):
