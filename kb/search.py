@@ -20,6 +20,7 @@ from kb.textnorm import CONCEPTS, concepts, understand_query
 # "chunk size", "max num batched tokens"): words that stand together in the question and
 # in the notes say more than the same words scattered.
 PHRASE = 0.5
+OWN_NOTES = 1.2  # a team's own notes over a shipped finding with close words
 _TOKEN = re.compile(r"[a-z0-9]+(?:[._][a-z0-9]+)*")
 
 
@@ -42,6 +43,12 @@ def ask(index_dir: Path, question: str, limit: int = 5, boost: dict[str, float] 
         # Completeness (commands, measured gains) lifts a record wherever it comes from: a
         # section of a team's own notes is not ranked below a shipped finding as a class.
         score *= 1.0 + 0.1 * bool(f.commands) + 0.1 * bool(f.gains) + 0.05 * (f.confidence == "high")
+        # A section of the team's own notes (its source is the file it was read from, where a
+        # shipped finding names a public URL) is what happened on their hardware: at close
+        # scores it goes first. Without it, 468 shipped findings crowd the notes out of the
+        # top 3 for questions only the notes answer (tests/test_ask_practitioner_notes.py).
+        if f.sources and f.sources[0].path and not f.sources[0].url:
+            score *= OWN_NOTES
         if pairs:
             score *= 1.0 + PHRASE * _pairs_in(f, pairs) / len(pairs)
         if wanted:
