@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from live.util import marked
+from live.util import ctrl_c_reaches_it, marked
 
 from kb.errors import UsageError
 from kb.live import slo
@@ -148,7 +148,7 @@ def test_sigint_to_kb_tune_stops_the_server(tmp_path):
     env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", "vllm serve m --port 1 --model x",
                              "--out-dir", str(tmp_path / "runs")], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it)
     # `vllm serve` is not on PATH here: the start fails at once and kb says so (exit 1)
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and "baseline did not run" in err and "Traceback" not in err
@@ -175,7 +175,7 @@ def _tune_never_ready(tmp_path, server_code: str):
     env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "--out-dir",
                              str(tmp_path / "runs2")], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=ctrl_c_reaches_it)
     return proc, tmp_path / "runs2" / "trial-0.log", marker
 
 
@@ -326,7 +326,7 @@ def _tune_mid_sweep(tmp_path):
     env = {**os.environ, "KB_HOME": str(tmp_path / "home")}
     proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch, "-c", "4", "--duration", "120",
                              "--input-len", "8", "--output-len", "8", "--out-dir", str(tmp_path / "runs")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_reaches_it)
     log = tmp_path / "runs" / "trial-0.log"
     try:
         deadline = time.monotonic() + 120

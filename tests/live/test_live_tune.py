@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from live import vllm_server as vs
-from live.util import marked
+from live.util import ctrl_c_reaches_it, marked
 
 # Goodput under a TTFT objective, not raw throughput: on this CPU-bound 2-core server the
 # throughput of two fresh servers with the same flags differed by up to 48% under other
@@ -132,7 +132,7 @@ def test_ctrl_c_mid_trial_leaves_no_server(tiny_model, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "kb", "tune", "--launch", launch,
                              "-c", "8", "--duration", "60", "--input-len", "32", "--output-len", "64",
                              "--out-dir", str(runs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=_kb_env(tmp_path / "home"), cwd=vs.ROOT)
+                            env=_kb_env(tmp_path / "home"), cwd=vs.ROOT, preexec_fn=ctrl_c_reaches_it)
     try:
         deadline = time.monotonic() + vs.START_TIMEOUT
         # mid-trial: the baseline's API server has bound its port (vLLM binds before it builds

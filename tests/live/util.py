@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +26,14 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(x) for x in Path(path).read_text().splitlines() if x.strip()]
 
 
+def ctrl_c_reaches_it() -> None:
+    """preexec_fn for a kb the test will Ctrl-C (SIGINT): the child starts with SIGINT at its
+    default, as a foreground command in a terminal does. A shell's background job (`cmd &`,
+    how .ci/run may itself be started) runs with SIGINT ignored and every child inherits that;
+    Python then never installs its KeyboardInterrupt handler, and the test's Ctrl-C is lost."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def sweep_until_first_level(url: str, out: Path, env_extra: dict | None = None) -> subprocess.Popen:
     """`kb sweep URL -c 1,64` in the background (KB_API_KEY cleared), returned once its
     first level is in `out`: the concurrency-1 level sends 16 short requests, the
@@ -33,7 +42,8 @@ def sweep_until_first_level(url: str, out: Path, env_extra: dict | None = None) 
     env.update(env_extra or {})
     proc = subprocess.Popen([sys.executable, "-m", "kb", "sweep", url, "-c", "1,64", "--input-len", "32",
                              "--output-len", "64", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=ctrl_c_reaches_it)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (out.exists() and out.read_text().count("\n") >= 1):
         if proc.poll() is not None:
