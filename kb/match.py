@@ -13,6 +13,7 @@ This module only judges; kb/recommend.py turns the matches into recommendations.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -113,6 +114,13 @@ _NOT_USED_AFTER = re.compile(r"[^.;!?]{0,40}\b(?:to be set|is required|are requi
                              re.I)
 
 
+@functools.lru_cache(maxsize=1024)
+def _flag_said(flags: tuple[str, ...]) -> re.Pattern[str]:
+    """One flag (any of its spellings) with its value, as prose writes it: compiled once per
+    setting, not once per finding condition checked."""
+    return re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, flags)) + r")(?:[ =]([^\s`'\",;]+))?(?![\w-])")
+
+
 @dataclass
 class Facts:
     """What the run shows, in the shape conditions ask about."""
@@ -156,7 +164,7 @@ class Facts:
         flags = [n for n in names if n.startswith("--")]
         if not flags:
             return None
-        rx = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, flags)) + r")(?:[ =]([^\s`'\",;]+))?(?![\w-])")
+        rx = _flag_said(tuple(flags))
         for t in self.lines:
             if t.kind != "prose":
                 continue

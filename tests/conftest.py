@@ -73,6 +73,12 @@ def shipped_records(shipped_store):
 
 
 @pytest.fixture
+def shipped(shipped_records):
+    """(findings, search) of the shipped knowledge, as the thin-evidence test files name it."""
+    return shipped_records
+
+
+@pytest.fixture
 def shipped_home(kb_home, shipped_store):
     """kb_home starting as a copy of the shared shipped-findings store (its index and
     manifest), so the test's first `kb diagnose` finds it in step instead of spending about

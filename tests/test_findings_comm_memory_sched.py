@@ -20,10 +20,6 @@ from thin_evidence import (
 PREFIXES = ("car26-", "nccl26-", "mn26-", "dr26-", "mf26-", "sched26-", "ovl26-", "cp26-")
 
 
-@pytest.fixture
-def shipped(shipped_records):
-    return shipped_records  # one read-only index per test process (tests/conftest.py)
-
 
 def _ours(dx) -> list[str]:
     return [r.rule for r in dx.recommendations if r.rule.removeprefix("finding ").startswith(PREFIXES)]

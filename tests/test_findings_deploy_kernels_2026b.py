@@ -20,10 +20,6 @@ from thin_evidence import (
 PREFIX = "v26b-"
 
 
-@pytest.fixture
-def shipped(shipped_records):
-    return shipped_records  # one read-only index per test process (tests/conftest.py)
-
 
 # (finding id, evidence files, GPUs, engine): what someone would post, written here, nothing more
 CASES = [

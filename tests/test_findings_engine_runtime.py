@@ -17,12 +17,6 @@ from thin_evidence import (
     position as _position,
 )
 
-
-@pytest.fixture
-def shipped(shipped_records):
-    return shipped_records  # one read-only index per test process (tests/conftest.py)
-
-
 # (finding id, evidence files, GPUs, engine): what someone would post, written here, nothing more
 CASES = [
     ("er-vllm-mrv2-cudagraph-memory-oom",

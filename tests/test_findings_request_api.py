@@ -15,10 +15,6 @@ from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, posit
 FILE = Path(__file__).resolve().parent.parent / "findings" / "request-api-2026.md"
 
 
-@pytest.fixture
-def shipped(shipped_records):
-    return shipped_records  # one read-only index per test process (tests/conftest.py)
-
 
 def _ours(dx) -> list[str]:
     return [r.rule for r in dx.recommendations if r.rule.startswith("finding rq-")]

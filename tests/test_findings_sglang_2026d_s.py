@@ -12,10 +12,6 @@ from thin_evidence import LAUNCH, LOG, NOTES, diagnose_files as _diagnose, posit
 PREFIX = "s26d-"
 
 
-@pytest.fixture
-def shipped(shipped_records):
-    return shipped_records  # one read-only index per test process (tests/conftest.py)
-
 
 def _ours(dx) -> list[str]:
     return [r.rule for r in dx.recommendations if r.rule.startswith("finding " + PREFIX)

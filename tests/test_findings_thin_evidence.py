@@ -15,12 +15,6 @@ from thin_evidence import (
     position as _position,
 )
 
-
-@pytest.fixture
-def shipped(shipped_records):
-    return shipped_records  # one read-only index per test process (tests/conftest.py)
-
-
 # (finding id, evidence files, GPUs, engine): the evidence is what someone would post, nothing more
 CASES = [
     ("tl-vllm-vlm-tp-encoder-weights",

@@ -32,10 +32,6 @@ GROK_MI300X = ("Grok-2.5 (xai-org/grok-2) on MI300X with the rocm/sgl-dev v0.5.4
                "server runs but gsm8k gives\nAccuracy: 0.000\nInvalid: 1.000\nOutput throughput: 8420.568 token/s\n")
 
 
-@pytest.fixture(scope="module")
-def shipped(shipped_records):
-    return shipped_records  # one read-only index per test process (tests/conftest.py)
-
 
 def _check(dx, fid: str, key: str) -> tuple[str, str]:
     c = next(c for c in why(dx, fid)["checks"] if c["condition"].startswith(f"{key}:"))
