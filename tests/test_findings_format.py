@@ -7,6 +7,7 @@ from hypothesis import given, settings, strategies as st
 from ingest.markdown import parse_findings, render
 from kb.errors import InputError
 from kb.records import Context, Finding, Gain, Source
+from kb.redact import redact_text
 
 # words without the format's separators (";" splits symptoms, "," lists, "|" tables)
 word = st.text(alphabet=st.characters(whitelist_categories=("Lu", "Ll", "Nd"), whitelist_characters="-_./()+=~'\""),
@@ -17,6 +18,9 @@ num = st.one_of(st.none(), st.integers(0, 10**6).map(float),
                 st.floats(0.01, 1e5, allow_nan=False).map(lambda x: round(x, 3)))
 command = st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=60)
                    .map(str.strip).filter(lambda s: s and "`" not in s), min_size=1, max_size=3).map("\n".join)
+# a credential-shaped command (`TOKEN=0`, hypothesis found it) is redacted on read by design
+# (kb.redact: secrets are never stored), so the format round trip is checked on the others
+command = command.filter(lambda c: redact_text(c) == c)
 
 contexts = st.builds(
     Context,
